@@ -1,0 +1,61 @@
+"""Binary layouts of the IL method body (ECMA-335 II.25.4), each declared once with construct.
+
+Parsing and building use the same declaration, so a body we write (tests patch real bodies
+to make malformed ones) is encoded exactly as we read it. Meaning (which flag is which, what
+a clause kind is) lives in `body.py`; this file is layout only.
+"""
+
+from __future__ import annotations
+
+from construct import (BitsInteger, BitStruct, Byte, ByteSwapped, Const, FlagsEnum, IfThenElse,
+                       Int16ul, Int24ul, Int32ul, Padding, Struct, this)
+
+# II.25.4.2: a tiny header is one byte, the code size in its upper six bits, format 0b10.
+TinyMethodHeader = BitStruct(
+    "code_size" / BitsInteger(6),
+    "format" / Const(2, BitsInteger(2)),
+)
+
+# II.25.4.3: a fat header is 12 bytes. Its first 16 bits, little-endian, hold the header size in
+# dwords (upper 4 bits, always 3) and the flags (lower 12 bits, format 0b11 in the lowest two).
+FatMethodHeader = Struct(
+    "flags_and_size" / ByteSwapped(BitStruct(
+        "header_dwords" / BitsInteger(4),
+        "flags" / FlagsEnum(BitsInteger(12), fat_format=0x3, more_sects=0x8, init_locals=0x10),
+    )),
+    "max_stack" / Int16ul,
+    "code_size" / Int32ul,
+    "local_var_sig_tok" / Int32ul,
+)
+
+# II.25.4.5: every extra data section starts 4-byte aligned with a header whose size field
+# counts the header itself; the fat form widens it to 24 bits.
+SectionHeader = Struct(
+    "kind" / FlagsEnum(Byte, eh_table=0x01, opt_il_table=0x02, fat_format=0x40, more_sects=0x80),
+    "data_size" / IfThenElse(this.kind.fat_format, Int24ul, Byte),
+    IfThenElse(this.kind.fat_format, Padding(0), Padding(2)),
+)
+
+# II.25.4.6: the two clause encodings; both carry lengths, not end offsets.
+SmallEHClause = Struct(
+    "flags" / Int16ul,
+    "try_offset" / Int16ul,
+    "try_length" / Byte,
+    "handler_offset" / Int16ul,
+    "handler_length" / Byte,
+    "class_token_or_filter_offset" / Int32ul,
+)
+
+FatEHClause = Struct(
+    "flags" / Int32ul,
+    "try_offset" / Int32ul,
+    "try_length" / Int32ul,
+    "handler_offset" / Int32ul,
+    "handler_length" / Int32ul,
+    "class_token_or_filter_offset" / Int32ul,
+)
+
+SECTION_HEADER_SIZE = 4
+SMALL_CLAUSE_SIZE = SmallEHClause.sizeof()
+FAT_CLAUSE_SIZE = FatEHClause.sizeof()
+FAT_HEADER_SIZE = FatMethodHeader.sizeof()

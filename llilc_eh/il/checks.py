@@ -1,0 +1,122 @@
+"""Control-flow rules of ECMA-335 around EH regions (I.12.4.2.5 – I.12.4.2.8, III.3).
+
+Every edge of the method's flow graph is checked against the region tree:
+
+* an ordinary edge (branch, conditional branch, switch, fall-through) stays in its region,
+  except that it may *enter* one or more tries at their first instruction — the CLR allows
+  it and Mono's mcs emits such branches;
+* `leave` may exit tries and catch / filter handlers (never a finally, fault or filter part)
+  and may likewise enter tries at their first instruction;
+* `endfinally` only inside a finally or fault, `endfilter` only as the last instruction of a
+  filter part, `rethrow` only inside a catch or filter handler, `ret` and `jmp` outside every
+  region; no instruction falls off the end of the body.
+
+These rules are written as one edge walk so that each violation names the instruction
+(its IL offset) and the regions involved.
+"""
+
+from __future__ import annotations
+
+from ..errors import ILError
+from .regions import Region, RegionKind, RegionTree
+
+# Instructions after which control does not fall through to the next one.
+NO_FALLTHROUGH = frozenset({"br", "br.s", "leave", "leave.s", "ret", "throw", "rethrow",
+                            "endfinally", "endfilter", "jmp"})
+LEAVES = frozenset({"leave", "leave.s"})
+
+
+def check_control_flow(tree: RegionTree, instructions, *, method: str | None = None) -> list[ILError]:
+    """All violations of the EH control-flow rules, in instruction order."""
+    errors: list[ILError] = []
+    code_size = tree.root.end
+
+    def err(reason: str, offset: int, kind: str) -> None:
+        errors.append(ILError(reason, method=method, offset=offset, kind=kind))
+
+    for ins in instructions:
+        name = ins.op.name
+        src = tree.innermost(ins.offset)
+        if ins.op.is_prefix:
+            continue
+        if name in LEAVES:
+            _check_leave(tree, ins, src, err)
+        elif ins.targets:
+            for target in ins.targets:
+                _check_edge(tree, ins.offset, src, target, "branch", err)
+        if name not in NO_FALLTHROUGH:
+            if ins.end >= code_size:
+                err(f"{name} falls through past the end of the body", ins.offset, "falls-off-end")
+            else:
+                _check_edge(tree, ins.offset, src, ins.end, "fall-through", err)
+        if name == "endfinally":
+            h = tree.enclosing_handler(src)
+            if h is None or not h.kind.is_cleanup:
+                err(f"endfinally outside a finally or fault handler (in {_where(h, tree)})",
+                    ins.offset, "endfinally-outside-finally")
+        elif name == "endfilter":
+            if src.kind is not RegionKind.FILTER:
+                err(f"endfilter outside a filter (in {src.label})", ins.offset, "endfilter-outside-filter")
+            elif ins.end != src.end:
+                err(f"endfilter is not the last instruction of {src.label}", ins.offset,
+                    "endfilter-not-last")
+        elif name == "rethrow":
+            h = tree.enclosing_handler(src)
+            if h is None or not h.kind.is_catchlike:
+                err(f"rethrow outside a catch handler (in {_where(h, tree)})", ins.offset,
+                    "rethrow-outside-catch")
+        elif name in ("ret", "jmp") and src.kind is not RegionKind.ROOT:
+            err(f"{name} inside {src.label}: a protected region or handler is left only by leave, "
+                f"throw or its end instruction", ins.offset, f"{name}-inside-region")
+    return errors
+
+
+def _where(region: Region | None, tree: RegionTree) -> str:
+    return region.label if region is not None else "the method body"
+
+
+def _entered_tries_ok(tree: RegionTree, common: list[Region], dst_path: list[Region], target: int) -> bool:
+    """The regions the edge enters are tries that all start exactly at the target."""
+    return all(r.kind is RegionKind.TRY and r.start == target for r in dst_path[len(common):])
+
+
+def _split(tree: RegionTree, src: Region, dst: Region):
+    src_path, dst_path = tree.path(src), tree.path(dst)
+    n = 0
+    while n < min(len(src_path), len(dst_path)) and src_path[n] is dst_path[n]:
+        n += 1
+    return src_path, dst_path, src_path[:n]
+
+
+def _check_edge(tree: RegionTree, offset: int, src: Region, target: int, what: str, err) -> None:
+    if not 0 <= target < tree.root.end:
+        return  # the decoder reports targets outside the body
+    dst = tree.innermost(target)
+    if dst is src:
+        return
+    src_path, dst_path, common = _split(tree, src, dst)
+    if len(common) < len(src_path):
+        exited = src_path[len(common)]
+        err(f"{what} to IL_{target:04X} leaves {exited.label} (only leave, throw or the region's end "
+            f"instruction may)", offset, f"{what}-out-of-region")
+    elif not _entered_tries_ok(tree, common, dst_path, target):
+        entered = dst_path[len(common)]
+        err(f"{what} to IL_{target:04X} enters {entered.label} other than at a try's first instruction",
+            offset, f"{what}-into-region")
+
+
+def _check_leave(tree: RegionTree, ins, src: Region, err) -> None:
+    target = ins.targets[0]
+    if not 0 <= target < tree.root.end:
+        return
+    dst = tree.innermost(target)
+    src_path, dst_path, common = _split(tree, src, dst)
+    for r in reversed(src_path[len(common):]):
+        if not r.kind.leave_may_exit:
+            err(f"leave to IL_{target:04X} exits {r.label}: a {r.kind.value} is left only by its end "
+                f"instruction", ins.offset, "leave-out-of-handler")
+            return
+    if not _entered_tries_ok(tree, common, dst_path, target):
+        entered = dst_path[len(common)]
+        err(f"leave to IL_{target:04X} enters {entered.label} other than at a try's first instruction",
+            ins.offset, "leave-into-region")
