@@ -1,0 +1,1 @@
+"""check stage: oracles that judge what the pipeline produced."""

@@ -1,0 +1,37 @@
+"""Shared fixtures.
+
+The real toolchain (Mono's ilasm and runtime, the CoreCLR 3.1 host from the corpus) is a
+hard requirement of the test suite: the test command installs it, so a missing tool is a
+failure, never a skip.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from llilc_eh.check.toolchain import ToolchainError, assemble
+
+TESTS_DIR = Path(__file__).resolve().parent
+IL_DIR = TESTS_DIR / "il"
+
+
+def il_sources() -> list[Path]:
+    """Every test program tests/il/*.il, sorted by name."""
+    return sorted(IL_DIR.glob("*.il"))
+
+
+@pytest.fixture(scope="session")
+def il_programs(tmp_path_factory) -> dict[str, Path]:
+    """Assemble every tests/il/*.il once per session; {program name: exe path}."""
+    out_dir = tmp_path_factory.mktemp("il")
+    programs, failures = {}, []
+    for source in il_sources():
+        try:
+            programs[source.stem] = assemble(source, out_dir)
+        except ToolchainError as e:
+            failures.append(str(e))
+    if failures:
+        raise ToolchainError("\n\n".join(failures))
+    return programs
