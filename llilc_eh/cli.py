@@ -75,7 +75,7 @@ def cmd_validate(args) -> int:
         for r in reports:
             for f in r.failures:
                 print(f"{Path(r.path).name}: [{f['stage']}:{f['kind']}] {f['method']}, "
-                      + (f"IL_{f['offset']:04X}: " if f["offset"] is not None else "") + f["reason"])
+                      + (f"IL_{f['offset']:04x}: " if f["offset"] is not None else "") + f["reason"])
     return 0
 
 

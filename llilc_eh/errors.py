@@ -28,7 +28,7 @@ class LlilcEhError(Exception):
         if self.method:
             where.append(f"method {self.method}")
         if self.offset is not None:
-            where.append(f"IL_{self.offset:04X}")
+            where.append(f"IL_{self.offset:04x}")
         prefix = ", ".join(where)
         return f"{prefix}: {self.reason}" if prefix else self.reason
 

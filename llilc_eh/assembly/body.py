@@ -67,9 +67,9 @@ class ILClause:
         if self.kind is ClauseKind.CATCH:
             extra = f" class 0x{self.class_token:08X}"
         elif self.kind is ClauseKind.FILTER:
-            extra = f" filter IL_{self.filter_start:04X}"
-        return (f"#{self.index} {self.kind.word:7} try IL_{self.try_start:04X}..IL_{self.try_end:04X} "
-                f"handler IL_{self.handler_start:04X}..IL_{self.handler_end:04X}{extra}"
+            extra = f" filter IL_{self.filter_start:04x}"
+        return (f"#{self.index} {self.kind.word:7} try IL_{self.try_start:04x}..IL_{self.try_end:04x} "
+                f"handler IL_{self.handler_start:04x}..IL_{self.handler_end:04x}{extra}"
                 f"{'' if self.fat else ' (small)'}")
 
 

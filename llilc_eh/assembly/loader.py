@@ -107,7 +107,15 @@ class Assembly:
 
     def method(self, rid: int) -> MethodRef:
         token = METHODDEF_TABLE << 24 | rid
-        return MethodRef(token, self.names.method_name(rid), self.names.method_signature(rid))
+        return MethodRef(token, self.names.method_name(rid), self.names.method_text(rid))
+
+    @cached_property
+    def _methods_by_name(self) -> dict[str, list[int]]:
+        """`Ns.Type::Name` -> MethodDef RIDs in table order; built once, on the first lookup by name."""
+        index: dict[str, list[int]] = {}
+        for rid in range(1, self.method_count + 1):
+            index.setdefault(self.names.method_name(rid), []).append(rid)
+        return index
 
     def body(self, rid: int) -> MethodBody:
         """Parse the IL body of MethodDef `rid`; AssemblyError if it has none or it is damaged."""
@@ -147,12 +155,12 @@ class Assembly:
         if "(" in query:
             query, _, rest = query.partition("(")
             params = _normalize_params(rest.rstrip().removesuffix(")"))
-        candidates = self.names.methods_named(query.strip())
+        candidates = self._methods_by_name.get(query.strip(), [])
         if not candidates:
             raise AssemblyError(f"no method named {query!r} in {self.path.name}", kind="method-not-found")
         found = [self.method(rid) for rid in candidates]
         if params is not None:
-            found = [m for m in found if _normalize_params(_params_of(m.signature)) == params]
+            found = [m for m in found if _normalize_params(self.names.method_params(m.rid)) == params]
             if not found:
                 raise AssemblyError(f"no overload of {query!r} takes ({params}); candidates:\n  "
                                     + "\n  ".join(str(self.method(r)) for r in candidates),
@@ -169,12 +177,7 @@ class Assembly:
         return found[0]
 
 
-def _params_of(signature: str) -> str:
-    """The text between the outermost parentheses of a formatted method signature."""
-    start = signature.find("(")
-    return signature[start + 1:signature.rfind(")")] if start >= 0 else ""
-
-
 def _normalize_params(text: str) -> str:
-    return ",".join(p.strip() for p in text.split(",") if p.strip()).replace(" ", "")
+    """`(int32, string)` and `int32,string` compare equal: spaces and outer parentheses don't matter."""
+    return text.strip().removeprefix("(").removesuffix(")").replace(" ", "")
 

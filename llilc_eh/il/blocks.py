@@ -82,10 +82,10 @@ def build_blocks(instrs: Sequence[Instruction], *, extra_leaders: Iterable[int] 
     for instr in jumps:
         for target in instr.targets:
             if index_of(target) < 0:
-                raise ILError(f"{instr.op.name} targets IL_{target:04X}, not an instruction of the body",
+                raise ILError(f"{instr.op.name} targets IL_{target:04x}, not an instruction of the body",
                               method=method, offset=instr.offset, kind="branch-target-not-instruction")
             if target in prefixed:
-                raise ILError(f"{instr.op.name} targets IL_{target:04X}, an instruction after its prefix",
+                raise ILError(f"{instr.op.name} targets IL_{target:04x}, an instruction after its prefix",
                               method=method, offset=instr.offset, kind="branch-into-prefixed-instruction")
             leaders.add(target)
 
@@ -93,10 +93,10 @@ def build_blocks(instrs: Sequence[Instruction], *, extra_leaders: Iterable[int] 
         if boundary == body_end:
             continue  # a region that ends with the body: nothing starts there
         if index_of(boundary) < 0:
-            raise ILError(f"EH region boundary IL_{boundary:04X} is not the start of an instruction",
+            raise ILError(f"EH region boundary IL_{boundary:04x} is not the start of an instruction",
                           method=method, offset=boundary, kind="region-boundary-not-instruction")
         if boundary in prefixed:
-            raise ILError(f"EH region boundary IL_{boundary:04X} falls between a prefix and the "
+            raise ILError(f"EH region boundary IL_{boundary:04x} falls between a prefix and the "
                           "instruction it prefixes", method=method, offset=boundary,
                           kind="region-boundary-after-prefix")
         leaders.add(boundary)
@@ -135,8 +135,8 @@ def block_at(blocks: Sequence[BasicBlock], offset: int) -> BasicBlock:
     """The block containing IL `offset`; `ValueError` if it lies outside the body."""
     k = bisect_right(blocks, offset, key=_start) - 1
     if k < 0 or offset >= blocks[k].end:
-        raise ValueError(f"IL_{offset:04X} is outside the body (blocks cover "
-                         f"[IL_{blocks[0].start:04X}, IL_{blocks[-1].end:04X}))")
+        raise ValueError(f"IL_{offset:04x} is outside the body (blocks cover "
+                         f"[IL_{blocks[0].start:04x}, IL_{blocks[-1].end:04x}))")
     return blocks[k]
 
 

@@ -97,11 +97,11 @@ def _check_edge(tree: RegionTree, offset: int, src: Region, target: int, what: s
     src_path, dst_path, common = _split(tree, src, dst)
     if len(common) < len(src_path):
         exited = src_path[len(common)]
-        err(f"{what} to IL_{target:04X} leaves {exited.label} (only leave, throw or the region's end "
+        err(f"{what} to IL_{target:04x} leaves {exited.label} (only leave, throw or the region's end "
             f"instruction may)", offset, f"{what}-out-of-region")
     elif not _entered_tries_ok(tree, common, dst_path, target):
         entered = dst_path[len(common)]
-        err(f"{what} to IL_{target:04X} enters {entered.label} other than at a try's first instruction",
+        err(f"{what} to IL_{target:04x} enters {entered.label} other than at a try's first instruction",
             offset, f"{what}-into-region")
 
 
@@ -113,10 +113,10 @@ def _check_leave(tree: RegionTree, ins, src: Region, err) -> None:
     src_path, dst_path, common = _split(tree, src, dst)
     for r in reversed(src_path[len(common):]):
         if not r.kind.leave_may_exit:
-            err(f"leave to IL_{target:04X} exits {r.label}: a {r.kind.value} is left only by its end "
+            err(f"leave to IL_{target:04x} exits {r.label}: a {r.kind.value} is left only by its end "
                 f"instruction", ins.offset, "leave-out-of-handler")
             return
     if not _entered_tries_ok(tree, common, dst_path, target):
         entered = dst_path[len(common)]
-        err(f"leave to IL_{target:04X} enters {entered.label} other than at a try's first instruction",
+        err(f"leave to IL_{target:04x} enters {entered.label} other than at a try's first instruction",
             ins.offset, "leave-into-region")

@@ -230,7 +230,7 @@ def _check_prefix_run(instrs: list[Instruction], first: int, method: str | None)
     for p in instrs[first:k]:
         value = p.op.value
         if value in seen:
-            raise ILError(f"{p.op.name} repeated before {target.op.name} at IL_{target.offset:04X}",
+            raise ILError(f"{p.op.name} repeated before {target.op.name} at IL_{target.offset:04x}",
                           method=method, offset=p.offset, kind="dangling-prefix")
         seen.add(value)
         allowed = _PREFIX_TARGETS[value]
@@ -247,13 +247,13 @@ def _check_prefix_run(instrs: list[Instruction], first: int, method: str | None)
             raise ILError(f"unaligned. alignment {p.operand} is not 1, 2 or 4",
                           method=method, offset=p.offset, kind="invalid-prefix-operand")
         if target.op.value not in allowed:
-            raise ILError(f"{p.op.name} may not prefix {target.op.name} at IL_{target.offset:04X}",
+            raise ILError(f"{p.op.name} may not prefix {target.op.name} at IL_{target.offset:04x}",
                           method=method, offset=p.offset, kind="dangling-prefix")
         if value == _TAIL:
             after = instrs[k + 1] if k + 1 < len(instrs) else None
             if after is None or after.op.value != _RET:
-                what = f"{after.op.name} at IL_{after.offset:04X}" if after else "the end of the body"
-                raise ILError(f"tail. {target.op.name} at IL_{target.offset:04X} is followed by "
+                what = f"{after.op.name} at IL_{after.offset:04x}" if after else "the end of the body"
+                raise ILError(f"tail. {target.op.name} at IL_{target.offset:04x} is followed by "
                               f"{what}, not ret (III.2.4)",
                               method=method, offset=p.offset, kind="tail-call-not-followed-by-ret")
     return k
@@ -350,9 +350,9 @@ def _check_targets_and_prefixes(out: list[Instruction], checked: list[int], n: i
         for target in instr.targets:
             if target not in starts:
                 where = "outside the body" if not 0 <= target < n else "inside an instruction"
-                raise ILError(f"{instr.op.name} targets IL_{target:04X}, {where}",
+                raise ILError(f"{instr.op.name} targets IL_{target:04x}, {where}",
                               method=method, offset=instr.offset, kind="branch-target-not-instruction")
             if target in prefixed:
-                raise ILError(f"{instr.op.name} targets IL_{target:04X}, an instruction after its "
+                raise ILError(f"{instr.op.name} targets IL_{target:04x}, an instruction after its "
                               "prefix; only the first prefix may be a branch target (III.2)",
                               method=method, offset=instr.offset, kind="branch-into-prefixed-instruction")

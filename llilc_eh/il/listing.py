@@ -37,10 +37,10 @@ def clause_text(c: ILClause, type_namer: Namer) -> str:
     if c.kind is ClauseKind.CATCH:
         extra = f"  class {type_namer(c.class_token)} ({_hex_token(c.class_token)})"
     elif c.kind is ClauseKind.FILTER:
-        extra = f"  filter IL_{c.filter_start:04X}"
+        extra = f"  filter IL_{c.filter_start:04x}"
     enc = "fat" if c.fat else "small"
-    return (f"#{c.index}  {c.kind.word:<7} try IL_{c.try_start:04X} to IL_{c.try_end:04X}  "
-            f"handler IL_{c.handler_start:04X} to IL_{c.handler_end:04X}{extra}  [{enc}]")
+    return (f"#{c.index}  {c.kind.word:<7} try IL_{c.try_start:04x} to IL_{c.try_end:04x}  "
+            f"handler IL_{c.handler_start:04x} to IL_{c.handler_end:04x}{extra}  [{enc}]")
 
 
 def render(m: ILMethod, namer: Namer | None = None, type_namer: Namer | None = None) -> str:

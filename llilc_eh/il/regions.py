@@ -88,7 +88,7 @@ class Region:
     @property
     def label(self) -> str:
         clause = f"#{','.join(map(str, self.clauses))} " if self.clauses else ""
-        return f"{self.kind.value} {clause}IL_{self.start:04X}..IL_{self.end:04X}"
+        return f"{self.kind.value} {clause}IL_{self.start:04x}..IL_{self.end:04x}"
 
 
 @dataclass(frozen=True)
@@ -186,16 +186,16 @@ def build_region_tree(clauses: tuple[ILClause, ...], code_size: int,
         ok = True
         for what, s, e in spans:
             if e > code_size or s >= code_size:
-                err(f"clause #{c.index}: {what} IL_{s:04X}..IL_{e:04X} lies outside the body "
+                err(f"clause #{c.index}: {what} IL_{s:04x}..IL_{e:04x} lies outside the body "
                     f"(code size {code_size})", s, "clause-outside-body")
                 ok = False
             elif s >= e:
-                err(f"clause #{c.index}: {what} IL_{s:04X}..IL_{e:04X} is empty", s, "empty-region")
+                err(f"clause #{c.index}: {what} IL_{s:04x}..IL_{e:04x} is empty", s, "empty-region")
                 ok = False
             else:
                 for edge in (s, e):
                     if edge not in boundaries:
-                        err(f"clause #{c.index}: {what} boundary IL_{edge:04X} is not an instruction "
+                        err(f"clause #{c.index}: {what} boundary IL_{edge:04x} is not an instruction "
                             f"boundary", edge, "region-boundary-not-instruction")
                         ok = False
         if ok:
@@ -236,13 +236,13 @@ def build_region_tree(clauses: tuple[ILClause, ...], code_size: int,
             stack.pop()
         if stack and stack[-1]["end"] < p["end"]:
             q = stack[-1]
-            err(f"{p['kind'].value} IL_{p['start']:04X}..IL_{p['end']:04X} (clause #{p['clauses'][0]}) "
-                f"overlaps {q['kind'].value} IL_{q['start']:04X}..IL_{q['end']:04X} "
+            err(f"{p['kind'].value} IL_{p['start']:04x}..IL_{p['end']:04x} (clause #{p['clauses'][0]}) "
+                f"overlaps {q['kind'].value} IL_{q['start']:04x}..IL_{q['end']:04x} "
                 f"(clause #{q['clauses'][0]}) without nesting", p["start"], "overlapping-regions")
         elif stack and stack[-1]["start"] == p["start"] and stack[-1]["end"] == p["end"]:
             q = stack[-1]
             err(f"{p['kind'].value} (clause #{p['clauses'][0]}) and {q['kind'].value} "
-                f"(clause #{q['clauses'][0]}) cover the same range IL_{p['start']:04X}..IL_{p['end']:04X}",
+                f"(clause #{q['clauses'][0]}) cover the same range IL_{p['start']:04x}..IL_{p['end']:04x}",
                 p["start"], "overlapping-regions")
         parents[p["index"]] = stack[-1]["index"] if stack else 0
         stack.append(p)
@@ -274,10 +274,10 @@ def build_region_tree(clauses: tuple[ILClause, ...], code_size: int,
         t = regions[r.try_region]
         c = r.clauses[0]
         if t.encloses(r) or r.encloses(t):
-            err(f"clause #{c}: {r.kind.value} IL_{r.start:04X}..IL_{r.end:04X} is nested with its own try "
-                f"IL_{t.start:04X}..IL_{t.end:04X}", r.start, "handler-overlaps-try")
+            err(f"clause #{c}: {r.kind.value} IL_{r.start:04x}..IL_{r.end:04x} is nested with its own try "
+                f"IL_{t.start:04x}..IL_{t.end:04x}", r.start, "handler-overlaps-try")
         elif r.parent != t.parent and not errors_touch(errors, c):
-            err(f"clause #{c}: {r.kind.value} IL_{r.start:04X}..IL_{r.end:04X} is enclosed by "
+            err(f"clause #{c}: {r.kind.value} IL_{r.start:04x}..IL_{r.end:04x} is enclosed by "
                 f"{regions[r.parent].label} but its try by {regions[t.parent].label}",
                 r.start, "handler-nesting-mismatch")
 
@@ -285,7 +285,7 @@ def build_region_tree(clauses: tuple[ILClause, ...], code_size: int,
     if last_instruction_names is not None:
         for r in regions:
             if r.kind is RegionKind.FILTER and last_instruction_names.get(r.end) != "endfilter":
-                err(f"clause #{r.clauses[0]}: filter IL_{r.start:04X}..IL_{r.end:04X} does not end with "
+                err(f"clause #{r.clauses[0]}: filter IL_{r.start:04x}..IL_{r.end:04x} does not end with "
                     f"endfilter", r.start, "filter-without-endfilter")
 
     # 5. Clause order (II.19): a clause whose try or handler encloses another clause's try comes
