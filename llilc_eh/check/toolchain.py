@@ -88,7 +88,7 @@ def _run(cmd: list[str], what: str, cwd: Path, env: dict[str, str] | None = None
         raise ToolchainError(f"{what} timed out after {TIMEOUT} s: {' '.join(cmd)}") from e
 
 
-def run_on_coreclr(exe: str | os.PathLike) -> subprocess.CompletedProcess:
+def run_on_coreclr(exe: str | os.PathLike, args: list[str] = ()) -> subprocess.CompletedProcess:
     """Run exe on the CoreCLR 3.1 runtime from the corpus (the runtime our JIT targets).
 
     Returns the completed process (stdout, stderr, returncode); a non-zero exit is not an
@@ -100,10 +100,10 @@ def run_on_coreclr(exe: str | os.PathLike) -> subprocess.CompletedProcess:
         raise ToolchainError(f"CoreCLR host {dotnet} is missing (run tools/fetch_corpus.py)")
     write_runtimeconfig(exe)
     env = dict(os.environ, DOTNET_CLI_TELEMETRY_OPTOUT="1", DOTNET_NOLOGO="1")
-    return _run([str(dotnet), str(exe.resolve())], "CoreCLR", exe.parent, env)
+    return _run([str(dotnet), str(exe.resolve()), *args], "CoreCLR", exe.parent, env)
 
 
-def run_on_mono(exe: str | os.PathLike) -> subprocess.CompletedProcess:
+def run_on_mono(exe: str | os.PathLike, args: list[str] = ()) -> subprocess.CompletedProcess:
     """Run exe on Mono: a second, independent implementation of the same EH semantics."""
     exe = Path(exe)
-    return _run([_tool("mono"), str(exe.resolve())], "mono", exe.parent)
+    return _run([_tool("mono"), str(exe.resolve()), *args], "mono", exe.parent)

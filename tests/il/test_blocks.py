@@ -13,7 +13,8 @@ from llilc_eh.errors import ILError
 from llilc_eh.il.blocks import BasicBlock, block_at, build_blocks
 from llilc_eh.il.decoder import Instruction, decode
 from llilc_eh.il.opcodes import Flow
-from raw_bodies import corelib_path, method_bodies
+from llilc_eh.assembly.corpus import Corpus
+from llilc_eh.assembly.loader import Assembly
 
 
 def blocks_of(source: str, **kw) -> tuple[BasicBlock, ...]:
@@ -241,10 +242,10 @@ def test_blocks_partition_random_bodies(data):
 
 # -- the real corpus -----------------------------------------------------------------------
 
-@pytest.mark.skipif(corelib_path() is None, reason="corpus not fetched (tools/fetch_corpus.py)")
 def test_every_corelib_body_decodes_and_partitions():
     start = time.perf_counter()
-    items = list(method_bodies(corelib_path()))
+    asm = Assembly(Corpus().find("System.Private.CoreLib.dll").location)
+    items = [(b.token, b.code) for b in map(asm.body, asm.methods_with_il())]
     read = time.perf_counter()
     count = 0
     for token, il in items:

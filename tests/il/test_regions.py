@@ -78,7 +78,7 @@ def test_overlap_is_reported():
 def test_clause_outside_body_and_empty():
     t = tree_of([clause(0, CATCH, (0, 10), (10, 50)), clause(1, FINALLY, (3, 3), (10, 12))])
     assert kinds(t) == ["clause-outside-body", "empty-region"]
-    assert t.errors[0].offset == 10 and "IL_000A" in str(t.errors[0])
+    assert t.errors[0].offset == 10 and "IL_000a" in str(t.errors[0])
 
 
 def test_boundary_not_instruction():
