@@ -1,0 +1,61 @@
+"""The command line as a user runs it: default run, listings, JSON, errors, batch robustness."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from llilc_eh.cli import sample_path
+
+
+def llilc(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "llilc_eh.cli", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_default_runs_on_the_embedded_sample():
+    proc = llilc()
+    assert proc.returncode == 0, proc.stderr
+    # every EH method of the sample is listed with its regions
+    assert "Tests.CatchAndFilter.Program::CatchFilterCatch" in proc.stdout
+    assert "filter { // #1" in proc.stdout and "} // end filter-handler" in proc.stdout
+    assert "ECMA-335 violation" not in proc.stdout
+
+
+def test_il_json_matches_listing():
+    proc = llilc("il", str(sample_path()), "--method", "Tests.CatchAndFilter.Program::CatchFilterCatch", "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert [c["kind"] for c in data["clauses"]] == ["catch", "filter", "catch"]
+    assert data["clauses"][0]["class"] == "[mscorlib]System.ArgumentException"
+    kinds = [r["kind"] for r in data["regions"]]
+    assert kinds.count("try") == 1 and "filter" in kinds and "filter-handler" in kinds
+    offsets = [i["offset"] for i in data["instructions"]]
+    assert offsets == sorted(offsets) and data["errors"] == []
+
+
+def test_errors_exit_nonzero_with_reason():
+    proc = llilc("il", str(sample_path()), "--method", "Tests.Nope::Nothing")
+    assert proc.returncode == 1
+    assert "no method named 'Tests.Nope::Nothing'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_validate_survives_bad_files_and_is_deterministic(tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "sample.dll").write_bytes(sample_path().read_bytes())
+    (folder / "broken.dll").write_bytes(sample_path().read_bytes()[:300])
+    (folder / "empty.exe").write_bytes(b"")
+    outs = []
+    for n in (1, 2):
+        report = tmp_path / f"r{n}.json"
+        proc = llilc("validate", str(folder), "--jobs", str(n), "--json", str(report), "-q")
+        assert proc.returncode == 0, proc.stderr
+        outs.append(report.read_bytes())
+    assert outs[0] == outs[1]
+    files = {Path(f["path"]).name: f for f in json.loads(outs[0])["files"]}
+    assert files["broken.dll"]["file_error"]["kind"] == "not-a-clr-assembly"
+    assert files["empty.exe"]["file_error"] is not None
+    assert files["sample.dll"]["with_eh"] >= 40 and files["sample.dll"]["failures"] == []
