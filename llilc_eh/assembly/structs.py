@@ -59,3 +59,15 @@ SECTION_HEADER_SIZE = 4
 SMALL_CLAUSE_SIZE = SmallEHClause.sizeof()
 FAT_CLAUSE_SIZE = FatEHClause.sizeof()
 FAT_HEADER_SIZE = FatMethodHeader.sizeof()
+
+# CORINFO_EH_CLAUSE (corinfo.h) as a CLR JIT reports it and ReadyToRun stores it: the same six
+# dwords as a fat IL clause, but the two middle "length" fields carry *end* offsets of native
+# code, relative to the method's start.
+CorInfoEHClause = Struct(
+    "flags" / Int32ul,
+    "try_start" / Int32ul,
+    "try_end" / Int32ul,
+    "handler_start" / Int32ul,
+    "handler_end" / Int32ul,
+    "class_token_or_filter_offset" / Int32ul,
+)
