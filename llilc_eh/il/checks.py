@@ -18,12 +18,8 @@ These rules are written as one edge walk so that each violation names the instru
 from __future__ import annotations
 
 from ..errors import ILError
+from .opcodes import Flow
 from .regions import Region, RegionKind, RegionTree
-
-# Instructions after which control does not fall through to the next one.
-NO_FALLTHROUGH = frozenset({"br", "br.s", "leave", "leave.s", "ret", "throw", "rethrow",
-                            "endfinally", "endfilter", "jmp"})
-LEAVES = frozenset({"leave", "leave.s"})
 
 
 def check_control_flow(tree: RegionTree, instructions, *, method: str | None = None) -> list[ILError]:
@@ -35,37 +31,34 @@ def check_control_flow(tree: RegionTree, instructions, *, method: str | None = N
         errors.append(ILError(reason, method=method, offset=offset, kind=kind))
 
     for ins in instructions:
-        name = ins.op.name
-        src = tree.innermost(ins.offset)
-        if ins.op.is_prefix:
+        name, flow = ins.op.name, ins.op.flow
+        if flow is Flow.PREFIX:
             continue
-        if name in LEAVES:
+        src = tree.innermost(ins.offset)
+        if flow is Flow.LEAVE:
             _check_leave(tree, ins, src, err)
         elif ins.targets:
             for target in ins.targets:
                 _check_edge(tree, ins.offset, src, target, "branch", err)
-        if name not in NO_FALLTHROUGH:
-            if ins.end >= code_size:
-                err(f"{name} falls through past the end of the body", ins.offset, "falls-off-end")
-            else:
-                _check_edge(tree, ins.offset, src, ins.end, "fall-through", err)
-        if name == "endfinally":
+        if flow.falls_through and ins.end < code_size:  # off the end: build_blocks refuses it
+            _check_edge(tree, ins.offset, src, ins.end, "fall-through", err)
+        if flow is Flow.ENDFINALLY:
             h = tree.enclosing_handler(src)
             if h is None or not h.kind.is_cleanup:
                 err(f"endfinally outside a finally or fault handler (in {_where(h, tree)})",
                     ins.offset, "endfinally-outside-finally")
-        elif name == "endfilter":
+        elif flow is Flow.ENDFILTER:
             if src.kind is not RegionKind.FILTER:
                 err(f"endfilter outside a filter (in {src.label})", ins.offset, "endfilter-outside-filter")
             elif ins.end != src.end:
                 err(f"endfilter is not the last instruction of {src.label}", ins.offset,
                     "endfilter-not-last")
-        elif name == "rethrow":
+        elif flow is Flow.RETHROW:
             h = tree.enclosing_handler(src)
             if h is None or not h.kind.is_catchlike:
                 err(f"rethrow outside a catch handler (in {_where(h, tree)})", ins.offset,
                     "rethrow-outside-catch")
-        elif name in ("ret", "jmp") and src.kind is not RegionKind.ROOT:
+        elif flow in (Flow.RETURN, Flow.JMP) and src.kind is not RegionKind.ROOT:
             err(f"{name} inside {src.label}: a protected region or handler is left only by leave, "
                 f"throw or its end instruction", ins.offset, f"{name}-inside-region")
     return errors
