@@ -9,7 +9,7 @@ Every edge of the method's flow graph is checked against the region tree:
   and may likewise enter tries at their first instruction;
 * `endfinally` only inside a finally or fault, `endfilter` only as the last instruction of a
   filter part, `rethrow` only inside a catch or filter handler, `ret` and `jmp` outside every
-  region; no instruction falls off the end of the body.
+  region. (Falling off the end of the body is refused earlier, by the block builder.)
 
 These rules are written as one edge walk so that each violation names the instruction
 (its IL offset) and the regions involved.
