@@ -1,0 +1,48 @@
+"""IL-vs-native comparison on hand-stated tables: each RyuJIT transformation is recognised."""
+
+from llilc_eh.assembly.body import ClauseKind, ILClause
+from llilc_eh.assembly.native import ClauseFlags as F, CodeRange, NativeClause, NativeMethod
+from llilc_eh.check.compare import compare
+
+
+def il(i, kind, t, h, token=None):
+    return ILClause(i, kind, t[0], t[1], h[0], h[1], class_token=token,
+                    filter_start=h[0] - 2 if kind is ClauseKind.FILTER else None)
+
+
+def nm(*clauses):
+    return NativeMethod(CodeRange(0, 0x100), (CodeRange(0x100, 0x140), CodeRange(0x140, 0x180)), clauses)
+
+
+CATCH_IL = il(0, ClauseKind.CATCH, (0, 10), (10, 20), token=0x01000005)
+FINALLY_IL = il(1, ClauseKind.FINALLY, (0, 20), (20, 30))
+
+
+def test_identical():
+    c = compare((CATCH_IL, FINALLY_IL), nm(NativeClause(F.NONE, 0x10, 0x20, 0x100, 0x140, 0x01000005),
+                                           NativeClause(F.FINALLY, 0x10, 0x40, 0x140, 0x180, 0)))
+    assert c.identical and c.classification() == "identical" and c.matches == ((0, 0), (1, 1))
+
+
+def test_cloned_finally_becomes_fault():
+    c = compare((CATCH_IL, FINALLY_IL), nm(NativeClause(F.NONE, 0x10, 0x20, 0x100, 0x140, 0x01000005),
+                                           NativeClause(F.FAULT, 0x10, 0x40, 0x140, 0x180, 0),
+                                           NativeClause(F.FINALLY | F.DUPLICATED, 0, 0, 0x50, 0x60, 0)))
+    assert c.il_fates == ("kept", "finally-became-fault")
+    assert c.native_roles[2] == "cloned-finally"
+    assert c.classification() == "cloned-finally+finally-became-fault"
+
+
+def test_removed_empty_finally_and_duplicates():
+    c = compare((CATCH_IL, FINALLY_IL), nm(NativeClause(F.NONE, 0x10, 0x20, 0x100, 0x140, 0x01000005),
+                                           NativeClause(F.NONE | F.DUPLICATED, 0x150, 0x160, 0x100, 0x140,
+                                                        0x01000005)))
+    assert c.il_fates == ("kept", "removed") and c.native_roles[1] == "duplicate"
+
+
+def test_unexplained_and_nesting_mismatch():
+    wrong_token = compare((CATCH_IL,), nm(NativeClause(F.NONE, 0x10, 0x20, 0x100, 0x140, 0x01000006)))
+    assert wrong_token.il_fates == ("removed",) and wrong_token.native_roles == ("unexplained",)
+    swapped = compare((CATCH_IL, FINALLY_IL), nm(NativeClause(F.NONE, 0x10, 0x50, 0x100, 0x140, 0x01000005),
+                                                 NativeClause(F.FINALLY, 0x10, 0x40, 0x140, 0x180, 0)))
+    assert swapped.problems and "nesting-mismatch" in swapped.classification()
