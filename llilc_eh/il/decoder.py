@@ -120,7 +120,8 @@ def _operand_text(kind: OperandKind, operand: Operand, namer: Callable[[int], st
 # How the loop treats an opcode's operand.
 _PLAIN, _FIXED, _BRANCH, _SWITCH, _PREFIX = range(5)
 
-_READER = {
+# struct format of each operand kind (little-endian, III.1.2); also what test encoders pack with.
+OPERAND_FORMAT = {
     OperandKind.INT8: "<b", OperandKind.UINT8: "<B", OperandKind.VAR8: "<B",
     OperandKind.VAR16: "<H", OperandKind.INT32: "<i", OperandKind.INT64: "<q",
     OperandKind.FLOAT32: "<f", OperandKind.FLOAT64: "<d", OperandKind.METHOD: "<I",
@@ -142,7 +143,7 @@ def _entry(info: OpInfo) -> tuple:
         mode = _BRANCH
     else:
         mode = _FIXED
-    unpack = struct.Struct(_READER[kind]).unpack_from if kind is not OperandKind.NONE else None
+    unpack = struct.Struct(OPERAND_FORMAT[kind]).unpack_from if kind is not OperandKind.NONE else None
     size = 4 if kind is OperandKind.SWITCH else kind.size  # a switch's fixed part: its count
     return (info, mode, size, unpack)
 

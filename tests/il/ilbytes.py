@@ -19,15 +19,9 @@ from __future__ import annotations
 import struct
 from typing import Iterable
 
+from llilc_eh.il.decoder import OPERAND_FORMAT
 from llilc_eh.il.opcodes import BY_NAME, OperandKind, OpInfo
 
-_PACK = {
-    OperandKind.INT8: "<b", OperandKind.UINT8: "<B", OperandKind.VAR8: "<B",
-    OperandKind.VAR16: "<H", OperandKind.INT32: "<i", OperandKind.INT64: "<q",
-    OperandKind.FLOAT32: "<f", OperandKind.FLOAT64: "<d", OperandKind.METHOD: "<I",
-    OperandKind.FIELD: "<I", OperandKind.TYPE: "<I", OperandKind.STRING: "<I",
-    OperandKind.SIG: "<I", OperandKind.TOK: "<I",
-}
 
 
 def opcode_bytes(op: OpInfo) -> bytes:
@@ -53,7 +47,7 @@ def encode_one(op: OpInfo, operand, offset: int) -> bytes:
         return head + struct.pack("<i", operand - end)
     if kind is OperandKind.SWITCH:
         return head + struct.pack(f"<I{len(operand)}i", len(operand), *(t - end for t in operand))
-    return head + struct.pack(_PACK[kind], operand)
+    return head + struct.pack(OPERAND_FORMAT[kind], operand)
 
 
 def encode(instrs: Iterable[tuple[str, object]]) -> bytes:
