@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .assembly.loader import Assembly
-from .errors import LlilcEhError
+from .assembly.r2r.reader import ReadyToRunImage
+from .errors import AssemblyError, LlilcEhError
 from .il.method import analyze
 from .il.regions import RegionKind
 
@@ -37,6 +38,7 @@ class FileReport:
     mutual_protect: int = 0
     failures: list[dict] = field(default_factory=list)
     file_error: dict | None = None
+    native: "NativeReport | None" = None   # ReadyToRun images only
     seconds: float = 0.0
 
     def as_dict(self) -> dict:
@@ -44,7 +46,32 @@ class FileReport:
                 "with_eh": self.with_eh, "clauses": dict(sorted(self.clauses.items())),
                 "max_try_depth": self.max_try_depth, "try_in_handler": self.try_in_handler,
                 "mutual_protect": self.mutual_protect, "failures": self.failures,
-                "file_error": self.file_error}
+                "file_error": self.file_error,
+                "native": self.native.as_dict() if self.native else None}
+
+
+@dataclass
+class NativeReport:
+    """RyuJIT's side of a ReadyToRun image: its tables validated, compared, unwound."""
+
+    bodies: int = 0
+    eh_bodies: int = 0
+    stub_eh_bodies: int = 0
+    runtime_functions: int = 0
+    funclets: int = 0
+    clauses: Counter = field(default_factory=Counter)        # by kind
+    clause_flags: Counter = field(default_factory=Counter)   # by raw flags, hex
+    unwind_infos: int = 0            # distinct UNWIND_INFOs decoded
+    unwind_round_trip_failures: int = 0
+    findings: list[dict] = field(default_factory=list)
+    comparison: Counter = field(default_factory=Counter)     # classification -> bodies
+    comparison_details: Counter = field(default_factory=Counter)  # fate/role -> clauses
+
+    def as_dict(self) -> dict:
+        d = {k: v for k, v in self.__dict__.items()}
+        for k in ("clauses", "clause_flags", "comparison", "comparison_details"):
+            d[k] = dict(sorted(d[k].items()))
+        return d
 
 
 def _failure(exc: BaseException, method: str | None) -> dict:
@@ -92,8 +119,58 @@ def validate_file(path: str) -> FileReport:
         if any(len(r.handlers) > 1 for r in tree.regions):
             report.mutual_protect += 1
         report.failures.extend(e.as_dict() for e in m.errors)
+    report.native = _validate_native(asm, report)
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _validate_native(asm: Assembly, report: FileReport) -> NativeReport | None:
+    """For a ReadyToRun image: validate, compare and unwind every body with native EH."""
+    from .check.r2r import check_method, decode_unwind
+
+    try:
+        image = ReadyToRunImage(asm)
+        bodies = list(image.methods())
+    except AssemblyError as exc:
+        if exc.kind != "not-ready-to-run":
+            report.failures.append(_failure(exc, None))
+        return None
+    except Exception as exc:  # noqa: BLE001
+        report.failures.append(_failure(exc, None))
+        return None
+    native = NativeReport(bodies=len(bodies), runtime_functions=len(image.runtime_functions))
+    cache: dict = {}
+    for rf in image.runtime_functions:
+        if rf.unwind_rva not in cache:
+            try:
+                cache[rf.unwind_rva] = decode_unwind(image, rf.unwind_rva)
+            except LlilcEhError as exc:
+                report.failures.append(_failure(exc, f"unwind info at RVA 0x{rf.unwind_rva:X}"))
+                cache[rf.unwind_rva] = None
+    native.unwind_infos = sum(1 for v in cache.values() if v is not None)
+    native.unwind_round_trip_failures = sum(1 for v in cache.values() if v is not None and not v[1])
+    for m in bodies:
+        if not m.has_eh:
+            continue
+        native.eh_bodies += 1
+        native.stub_eh_bodies += m.is_stub
+        native.funclets += len(m.funclets)
+        for c in m.native.clauses:
+            native.clauses[c.kind] += 1
+            native.clause_flags[f"0x{int(c.flags):X}"] += 1
+        where = ", ".join(f"0x{t:08X}" for t in m.tokens) or f"body at RVA 0x{m.rva:X}"
+        try:
+            checked = check_method(asm, image, m, unwind_cache=cache)
+        except Exception as exc:  # noqa: BLE001
+            report.failures.append(_failure(exc, where))
+            continue
+        for f in checked.findings:
+            native.findings.append({"body": where, "rule": f.rule, "clauses": list(f.clauses),
+                                    "severity": f.severity, "message": f.message})
+        if checked.comparison is not None:
+            native.comparison[checked.comparison.classification()] += 1
+            native.comparison_details.update(checked.comparison.counts())
+    return native
 
 
 def expand_inputs(inputs: list[str]) -> list[str]:
@@ -168,6 +245,29 @@ def summary(reports: list[FileReport], wall: float | None = None) -> str:
     lines.append("clauses: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
     lines.append(f"methods with a try inside a handler: {total['try_in_handler']}; "
                  f"with mutual-protect tries: {total['mutual_protect']}; max try depth: {depth}")
+    natives = [r.native for r in reports if r.native]
+    if natives:
+        n = NativeReport()
+        for x in natives:
+            for k in ("bodies", "eh_bodies", "stub_eh_bodies", "runtime_functions", "funclets",
+                      "unwind_infos", "unwind_round_trip_failures"):
+                setattr(n, k, getattr(n, k) + getattr(x, k))
+            for k in ("clauses", "clause_flags", "comparison", "comparison_details"):
+                getattr(n, k).update(getattr(x, k))
+            n.findings.extend(x.findings)
+        lines.append(f"ReadyToRun ({len(natives)} images): {n.bodies} bodies, {n.eh_bodies} with native EH "
+                     f"({n.stub_eh_bodies} without IL), {sum(n.clauses.values())} native clauses, "
+                     f"{n.funclets} funclets, {n.runtime_functions} runtime functions")
+        lines.append("  native clauses: " + ", ".join(f"{k} {v}" for k, v in sorted(n.clauses.items()))
+                     + "; by flags: " + ", ".join(f"{k} {v}" for k, v in sorted(n.clause_flags.items())))
+        lines.append(f"  unwind infos decoded {n.unwind_infos}, re-encoded differently "
+                     f"{n.unwind_round_trip_failures}")
+        rules = Counter(f["rule"] for f in n.findings)
+        lines.append(f"  validator findings on RyuJIT's tables: {len(n.findings)}"
+                     + (" (" + ", ".join(f"{k} {v}" for k, v in sorted(rules.items())) + ")" if rules else ""))
+        lines.append("  IL vs native, bodies: " + ", ".join(f"{k} {v}" for k, v in n.comparison.most_common()))
+        lines.append("  IL vs native, clauses: " + ", ".join(f"{k} {v}" for k, v in
+                                                               sorted(n.comparison_details.items())))
     if fail_kinds:
         lines.append("failures: " + ", ".join(f"{k} {v}" for k, v in sorted(fail_kinds.items())))
     else:

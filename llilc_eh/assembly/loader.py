@@ -25,9 +25,11 @@ from .names import MetadataNames
 METHODDEF_TABLE = 0x06
 COM_DESCRIPTOR = 14  # IMAGE_DIRECTORY_ENTRY_COM_DESCRIPTOR
 
-# MethodImplAttributes.CodeTypeMask values (II.23.1.11) whose RVA points at IL.
+# MethodImplAttributes (II.23.1.11): CodeTypeMask values whose RVA points at IL, and
+# Synchronized (the JIT wraps the body in a monitor enter / try-fault monitor exit).
 CODE_TYPE_MASK = 0x0003
 CODE_TYPE_IL = 0x0000
+IMPL_SYNCHRONIZED = 0x0020
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,10 @@ class Assembly:
         """Whether the method has an IL body (not abstract, extern, runtime or native)."""
         row = self._method_row(rid).struct
         return row.Rva != 0 and (row.ImplFlags & CODE_TYPE_MASK) == CODE_TYPE_IL
+
+    def is_synchronized(self, rid: int) -> bool:
+        """[MethodImpl(Synchronized)]: the JIT adds an EH clause of its own to release the lock."""
+        return bool(self._method_row(rid).struct.ImplFlags & IMPL_SYNCHRONIZED)
 
     def method(self, rid: int) -> MethodRef:
         token = METHODDEF_TABLE << 24 | rid

@@ -40,6 +40,9 @@ class ClauseFlags(enum.IntFlag):
         return "catch"
 
 
+_CLONED_FINALLY_FLAGS = ClauseFlags.FINALLY | ClauseFlags.DUPLICATED
+
+
 @dataclass(frozen=True)
 class NativeClause:
     flags: ClauseFlags
@@ -56,6 +59,14 @@ class NativeClause:
     @property
     def is_duplicate(self) -> bool:
         return bool(self.flags & ClauseFlags.DUPLICATED)
+
+    @property
+    def is_cloned_finally(self) -> bool:
+        """RyuJIT's marker for a finally cloned onto the normal path: FINALLY|DUPLICATED with an
+        empty try at the "handler" (the call-finally code), as the runtime's IsClonedFinally
+        (eexcp.h) recognises it. Not a duplicate clause, though it carries the flag."""
+        return (self.flags & _CLONED_FINALLY_FLAGS == _CLONED_FINALLY_FLAGS
+                and self.try_start == self.try_end == self.handler_start)
 
     @property
     def filter_start(self) -> int | None:

@@ -7,7 +7,9 @@ table it hands the runtime, it may
   exceptional path is then the only one that still runs the handler funclet;
 * append cloned-finally clauses (FINALLY|DUPLICATED, empty try, handler in the main body)
   that tell the runtime where the cloned finally copies live;
-* append duplicate clauses (DUPLICATED) for tries whose code moved into funclets.
+* append duplicate clauses (DUPLICATED) for tries whose code moved into funclets;
+* add a try/fault of its own around a [MethodImpl(Synchronized)] body, whose fault funclet
+  releases the monitor (measured: all 69 such clauses of the dotnetcore2 corpus).
 
 `compare` aligns the native *primary* clauses with the IL clauses in order (both tables are
 ordered inner-before-outer, and RyuJIT keeps the IL order of what survives), matching kind
@@ -22,7 +24,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ..assembly.body import ClauseKind, ILClause
-from ..assembly.native import ClauseFlags, NativeClause, NativeMethod
+from ..assembly.native import NativeClause, NativeMethod
 
 # Fates of IL clauses
 KEPT = "kept"
@@ -31,6 +33,7 @@ REMOVED = "removed"
 # Roles of native clauses beyond the matched primaries
 DUPLICATE = "duplicate"
 CLONED_FINALLY = "cloned-finally"
+SYNCHRONIZED = "synchronized-monitor-exit"
 UNEXPLAINED = "unexplained"
 
 
@@ -60,11 +63,6 @@ class Comparison:
         return "+".join(sorted(kinds)) or "identical"
 
 
-def is_cloned_finally(c: NativeClause) -> bool:
-    """RyuJIT's marker for a finally copy on the normal path: FINALLY|DUPLICATED, empty try."""
-    return c.flags == ClauseFlags.FINALLY | ClauseFlags.DUPLICATED and c.try_start == c.try_end
-
-
 def _same_kind(il: ILClause, native: NativeClause) -> bool:
     if il.kind is ClauseKind.CATCH:
         return native.kind == "catch" and native.class_token == il.class_token
@@ -76,11 +74,13 @@ def _nests(a: tuple[int, int], b: tuple[int, int]) -> bool:
     return b[0] <= a[0] and a[1] <= b[1]
 
 
-def compare(il_clauses: tuple[ILClause, ...], native: NativeMethod) -> Comparison:
+def compare(il_clauses: tuple[ILClause, ...], native: NativeMethod, *, synchronized: bool = False) -> Comparison:
+    """Align `native`'s clauses with the IL's; `synchronized` says the method is
+    [MethodImpl(Synchronized)], so that one extra outermost fault is the JIT's own."""
     roles: list[str] = [""] * len(native.clauses)
     primaries = []
     for i, c in enumerate(native.clauses):
-        if is_cloned_finally(c):
+        if c.is_cloned_finally:
             roles[i] = CLONED_FINALLY
         elif c.is_duplicate:
             roles[i] = DUPLICATE
@@ -105,7 +105,9 @@ def compare(il_clauses: tuple[ILClause, ...], native: NativeMethod) -> Compariso
         else:
             fates.append(REMOVED)
     for i in primaries[k:]:
-        roles[i] = UNEXPLAINED
+        outermost = i == primaries[-1]
+        roles[i] = SYNCHRONIZED if synchronized and outermost and native.clauses[i].kind == "fault" \
+            else UNEXPLAINED
     problems = []
     for a_il, a_n in matches:
         for b_il, b_n in matches:

@@ -27,7 +27,7 @@ def test_identical():
 def test_cloned_finally_becomes_fault():
     c = compare((CATCH_IL, FINALLY_IL), nm(NativeClause(F.NONE, 0x10, 0x20, 0x100, 0x140, 0x01000005),
                                            NativeClause(F.FAULT, 0x10, 0x40, 0x140, 0x180, 0),
-                                           NativeClause(F.FINALLY | F.DUPLICATED, 0, 0, 0x50, 0x60, 0)))
+                                           NativeClause(F.FINALLY | F.DUPLICATED, 0x50, 0x50, 0x50, 0x60, 0)))
     assert c.il_fates == ("kept", "finally-became-fault")
     assert c.native_roles[2] == "cloned-finally"
     assert c.classification() == "cloned-finally+finally-became-fault"
@@ -46,3 +46,9 @@ def test_unexplained_and_nesting_mismatch():
     swapped = compare((CATCH_IL, FINALLY_IL), nm(NativeClause(F.NONE, 0x10, 0x50, 0x100, 0x140, 0x01000005),
                                                  NativeClause(F.FINALLY, 0x10, 0x40, 0x140, 0x180, 0)))
     assert swapped.problems and "nesting-mismatch" in swapped.classification()
+
+
+def test_synchronized_method_gets_a_fault_of_the_jit():
+    fault = NativeClause(F.FAULT, 0x10, 0x40, 0x140, 0x180, 0)
+    assert compare((), nm(fault), synchronized=True).native_roles == ("synchronized-monitor-exit",)
+    assert compare((), nm(fault)).native_roles == ("unexplained",)
