@@ -108,14 +108,23 @@ def compare(il_clauses: tuple[ILClause, ...], native: NativeMethod, *, synchroni
         outermost = i == primaries[-1]
         roles[i] = SYNCHRONIZED if synchronized and outermost and native.clauses[i].kind == "fault" \
             else UNEXPLAINED
+    # A primary protects its own try range and, through its duplicates, the funclets that
+    # the funclet split moved out of that try: natively, "nested in b" means inside any of them.
+    protected = {i: [(c.try_start, c.try_end)] for i, c in enumerate(native.clauses)}
+    for d, dup in enumerate(native.clauses):
+        if roles[d] == DUPLICATE:
+            for i in primaries:
+                p = native.clauses[i]
+                if (p.handler_start, p.handler_end) == (dup.handler_start, dup.handler_end):
+                    protected[i].append((dup.try_start, dup.try_end))
     problems = []
     for a_il, a_n in matches:
         for b_il, b_n in matches:
             if a_il == b_il:
                 continue
             il_nested = _nests(il_clauses[a_il].try_range, il_clauses[b_il].try_range)
-            na, nb = native.clauses[a_n], native.clauses[b_n]
-            native_nested = _nests((na.try_start, na.try_end), (nb.try_start, nb.try_end))
+            na = native.clauses[a_n]
+            native_nested = any(_nests((na.try_start, na.try_end), r) for r in protected[b_n])
             if il_nested and not native_nested:
                 problems.append(f"nesting: IL clause #{a_il} lies in #{b_il}'s try, "
                                 f"native clause {a_n} not in {b_n}'s")

@@ -52,3 +52,20 @@ def test_synchronized_method_gets_a_fault_of_the_jit():
     fault = NativeClause(F.FAULT, 0x10, 0x40, 0x140, 0x180, 0)
     assert compare((), nm(fault), synchronized=True).native_roles == ("synchronized-monitor-exit",)
     assert compare((), nm(fault)).native_roles == ("unexplained",)
+
+
+def test_nesting_through_a_duplicate():
+    """A try inside a handler funclet is nested, natively, in the duplicates of the clauses
+    whose try enclosed that handler in IL (System.Data.DataColumn::set_Expression)."""
+    il_clauses = (il(0, ClauseKind.CATCH, (4, 8), (8, 10), token=0x01000005),   # inside #1's handler
+                  il(1, ClauseKind.CATCH, (0, 2), (2, 12), token=0x01000005),
+                  il(2, ClauseKind.FINALLY, (0, 12), (12, 14)))
+    inner = NativeClause(F.NONE, 0x150, 0x160, 0x100, 0x140, 0x01000005)   # try in funclet 0x140..
+    middle = NativeClause(F.NONE, 0x10, 0x20, 0x140, 0x170, 0x01000005)
+    outer = NativeClause(F.FAULT, 0x10, 0x40, 0x170, 0x180, 0)
+    funclets = (CodeRange(0x100, 0x140), CodeRange(0x140, 0x170), CodeRange(0x170, 0x180))
+    without = NativeMethod(CodeRange(0, 0x100), funclets, (inner, middle, outer))
+    assert compare(il_clauses, without).problems
+    dup = NativeClause(F.FAULT | F.DUPLICATED, 0x140, 0x170, 0x170, 0x180, 0)
+    with_dup = NativeMethod(CodeRange(0, 0x100), funclets, (inner, middle, outer, dup))
+    assert not compare(il_clauses, with_dup).problems
