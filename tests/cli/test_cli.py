@@ -59,3 +59,21 @@ def test_validate_survives_bad_files_and_is_deterministic(tmp_path):
     assert files["broken.dll"]["file_error"]["kind"] == "not-a-clr-assembly"
     assert files["empty.exe"]["file_error"] is not None
     assert files["sample.dll"]["with_eh"] >= 40 and files["sample.dll"]["failures"] == []
+
+
+def test_r2r_side_by_side():
+    from llilc_eh.assembly.corpus import Corpus
+    dll = Corpus().find("System.Data.Common.dll").location
+    proc = llilc("r2r", str(dll), "--method", "System.Data.DataTable::set_Locale")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "funclet 5  [0x0303, 0x033e)" in out
+    assert "<- cloned-finally" in out and "finally-became-fault" in out
+    assert "validator: 0 finding(s)" in out and "PUSH_NONVOL reg=RBX" in out
+    js = json.loads(llilc("r2r", str(dll), "--method", "System.Data.DataTable::set_Locale", "--json").stdout)
+    assert len(js["native_clauses"]) == 9 and len(js["ranges"]) == 6 and js["findings"] == []
+
+
+def test_r2r_on_an_il_only_image_is_a_clear_error():
+    proc = llilc("r2r", str(sample_path()), "--method", "Tests.TryCatch.Program::Thrower")
+    assert proc.returncode == 1 and "not a ReadyToRun image" in proc.stderr and "Traceback" not in proc.stderr
