@@ -28,9 +28,13 @@ class LlilcEhError(Exception):
         if self.method:
             where.append(f"method {self.method}")
         if self.offset is not None:
-            where.append(f"IL_{self.offset:04x}")
+            where.append(self.offset_text())
         prefix = ", ".join(where)
         return f"{prefix}: {self.reason}" if prefix else self.reason
+
+    def offset_text(self) -> str:
+        """How `offset` reads in a message; stages whose offsets are not IL offsets say so."""
+        return f"IL_{self.offset:04x}"
 
     def with_method(self, method: str) -> "LlilcEhError":
         """Attach the method name when a lower layer did not know it."""

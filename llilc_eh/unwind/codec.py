@@ -41,15 +41,9 @@ class UnwindError(LlilcEhError):
 
     stage = "unwind"
 
-    def describe(self) -> str:
+    def offset_text(self) -> str:
         # Our offsets are byte offsets into the buffer given to the decoder, not IL offsets.
-        where = []
-        if self.method:
-            where.append(f"method {self.method}")
-        if self.offset is not None:
-            where.append(f"unwind data +0x{self.offset:x}")
-        prefix = ", ".join(where)
-        return f"{prefix}: {self.reason}" if prefix else self.reason
+        return f"unwind data +0x{self.offset:x}"
 
 
 class UnwindFlags(enum.IntFlag):

@@ -562,12 +562,7 @@ def swap_nested_primaries(m, draw):
              and ((_region(m, *_tr(cs[a])) == _region(m, *_tr(cs[b]))
                    and cs[b].try_start <= cs[a].try_start and cs[a].try_end <= cs[b].try_end)
                   or (cs[b].handler_start <= cs[a].try_start and cs[a].try_end <= cs[b].handler_end))]
-    if not pairs:
-        return None
-    a, b = draw(st.sampled_from(pairs))
-    swapped = list(cs)
-    swapped[a], swapped[b] = cs[b], cs[a]
-    return swapped, {"primary-order"}
+    return _swap_one(cs, pairs, draw, "primary-order")
 
 
 def swap_duplicates(m, draw):
@@ -575,12 +570,17 @@ def swap_duplicates(m, draw):
     pairs = [(a, b) for a in range(len(cs)) for b in range(a + 1, len(cs))
              if cs[a].is_duplicate and cs[b].is_duplicate and not _cloned(cs[a]) and not _cloned(cs[b])
              and _tr(cs[a]) == _tr(cs[b]) and _hr(cs[a]) != _hr(cs[b])]
+    return _swap_one(cs, pairs, draw, "duplicate-order")
+
+
+def _swap_one(cs, pairs, draw, rule):
+    """Swap one drawn pair of clauses whose order matters; the finding `rule` must follow."""
     if not pairs:
         return None
     a, b = draw(st.sampled_from(pairs))
     swapped = list(cs)
     swapped[a], swapped[b] = cs[b], cs[a]
-    return swapped, {"duplicate-order"}
+    return swapped, {rule}
 
 
 def overlap_handlers(m, draw):
