@@ -10,6 +10,8 @@ computed by `MetadataNames` only for the methods someone asks about.
 from __future__ import annotations
 
 import bisect
+import contextlib
+import logging
 import struct
 from dataclasses import dataclass
 from functools import cached_property
@@ -58,15 +60,17 @@ class Assembly:
         except OSError as e:
             raise AssemblyError(f"{self.path}: cannot read: {e.strerror}", kind="unreadable-file") from None
         self.data = data
-        try:
-            pe = dnfile.dnPE(data=data, fast_load=True, clr_lazy_load=True)
-            pe.parse_data_directories(directories=[COM_DESCRIPTOR])
-        except (pefile.PEFormatError, dnfile.errors.dnFormatError, ValueError, IndexError, struct.error) as e:
-            raise AssemblyError(f"{self.path}: not a readable PE image: {e}", kind="bad-pe") from None
+        with _dnfile_warnings() as warnings:
+            try:
+                pe = dnfile.dnPE(data=data, fast_load=True, clr_lazy_load=True)
+                pe.parse_data_directories(directories=[COM_DESCRIPTOR])
+            except (pefile.PEFormatError, dnfile.errors.dnFormatError, ValueError, IndexError, struct.error) as e:
+                raise AssemblyError(f"{self.path}: not a readable PE image: {e}", kind="bad-pe") from None
         if pe.net is None or pe.net.mdtables is None or pe.net.mdtables.MethodDef is None and \
                 pe.net.mdtables.TypeDef is None:
+            detail = f" ({'; '.join(warnings)})" if warnings else ""
             raise AssemblyError(f"{self.path}: no CLR metadata (not a .NET assembly, or its CLR header "
-                                f"is damaged)", kind="not-a-clr-assembly")
+                                f"is damaged){detail}", kind="not-a-clr-assembly")
         self.pe = pe
         self._sections = sorted((s.VirtualAddress, max(s.Misc_VirtualSize, s.SizeOfRawData),
                                  s.PointerToRawData, s.SizeOfRawData) for s in pe.sections)
@@ -187,3 +191,23 @@ def _normalize_params(text: str) -> str:
     """`(int32, string)` and `int32,string` compare equal: spaces and outer parentheses don't matter."""
     return text.strip().removeprefix("(").removesuffix(")").replace(" ", "")
 
+
+@contextlib.contextmanager
+def _dnfile_warnings():
+    """Collect what dnfile logs while opening a file: it reports damage as log warnings, which
+    belong in our error's reason, not on the user's terminal."""
+    messages: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            messages.append(record.getMessage())
+
+    logger = logging.getLogger("dnfile")
+    handler, propagate = Collect(logging.WARNING), logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield messages
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
