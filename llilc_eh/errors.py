@@ -58,3 +58,9 @@ class ILError(LlilcEhError):
     """The IL stream or its EH structure violates ECMA-335."""
 
     stage = "il"
+
+
+class ReaderError(LlilcEhError):
+    """The reader cannot translate a method, or the LLVM module it produced is not sound."""
+
+    stage = "reader"

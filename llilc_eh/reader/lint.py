@@ -1,0 +1,579 @@
+"""The funclet lint: rules LLVM's verifier does not check but WinEHPrepare punishes silently.
+
+DESIGN decision 7: every module the reader produces passes `verify()` (LLVM's verifier) and
+this lint before anything else uses it (`check_module` does both). The verifier accepts IR
+that WinEHPrepare then quietly rewrites (removeImplausibleInstructions, cloneCommonBlocks).
+Measured with LLVM 22 (tests/reader/test_lint.py compiles each case):
+
+* a call in a funclet without its `"funclet"` bundle, or with the enclosing funclet's, is
+  replaced by `unreachable` together with the rest of its block (the catchret included);
+  the funclet ends in `int3` after the last surviving call. Nounwind intrinsics and inline
+  asm survive without a bundle;
+* a `ret` in a funclet, or a catchret/cleanupret from another funclet's pad, becomes
+  `unreachable`: the funclet keeps only its prolog and runs off its end (no trap);
+* a block reachable from two funclets is cloned, one copy per funclet;
+* a non-constant catchpad argument passes the verifier and aborts the process in codegen
+  (an assertion in a `cast<ConstantInt>`).
+
+Each rule below names one such hazard; `lint` returns every violation as a `LintFinding`
+naming the function, the block and the instruction.
+
+The funclet coloring
+--------------------
+Every reachable block gets the set of funclets it belongs to ("colors"): the walk starts
+at the entry block in the main body (color `None`); a block that begins with a pad is in
+the pad's own funclet (a catchswitch block is its own dispatch color, as in LLVM's
+colorEHFunclets); a catchret's target is in the funclet of the catchswitch's parent; every
+other edge keeps the color. Unreachable blocks are not colored and not judged (WinEHPrepare
+deletes them first).
+
+The rules
+---------
+missing-funclet-bundle   a call/invoke in a catch/cleanup funclet without a `"funclet"`
+                         bundle — except nounwind intrinsics and inline asm, which LLVM
+                         exempts too.
+wrong-funclet-bundle     a call/invoke whose bundle names another funclet's pad, or any
+                         funclet bundle in the main body.
+ret-in-funclet           `ret` in a funclet (funclets leave by catchret/cleanupret).
+funclet-exit-pad         a catchret/cleanupret in a funclet that is not its pad's.
+catchpad-arg0-not-constant-i32
+                         a catchpad's first argument (the CLR class token, or a filter's
+                         marker) is not a constant i32.
+catchret-target          a catchret's target is not a block of the catchswitch's parent
+                         funclet: its other (non-catchret) predecessors put it in another
+                         funclet, or catchrets from different funclets continue there.
+cleanupret-unwind        a cleanupret unwinds to a pad whose parent is not an ancestor of
+                         the cleanup (so the unwind does not leave the cleanup).
+cross-funclet-value      an SSA value (instruction or argument) defined in one funclet and
+                         used in another: values cross funclets through memory (allocas of
+                         the entry block). Tokens (pads) are exempt, and so are static
+                         allocas, whose address is a frame offset valid in every funclet.
+block-in-two-funclets    a block colored by two funclets: LLVM would clone it; the reader
+                         emits one copy per funclet itself.
+
+Reading the module: LLVM's own print, not llvmlite's ValueRefs
+---------------------------------------------------------------
+The module is parsed by LLVM (llvmlite `parse_assembly`) and the lint reads LLVM's canonical
+print of it (`str(module)`): one instruction per line (an invoke's `to label`/`unwind label`
+and a switch's cases are continuation lines), every block reference written `label %x`
+(bare only in phi incoming lists, where it is a block name, not a value), unnamed values and
+blocks numbered. llvmlite's ValueRef API would give opcodes and operands but not operand
+bundles, successors, attribute groups or the numbers of unnamed values; printing one
+instruction (`str(instruction)`) renumbers the whole function, so per-instruction printing is
+quadratic; and every ValueRef query is an FFI call (~10 µs): walking a function's operands
+that way costs ~120 µs per instruction; the print costs ~2 µs and this lint as a whole
+~30 µs (8,000 instructions: 0.25 s). A value operand is any
+`%name` that names an argument or an instruction of the function (blocks and values share
+one namespace in LLVM; a named struct type that shares a value's name would be misread,
+the reader emits none).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import llvmlite.binding as llvm
+
+from ..errors import ReaderError
+
+RULES = (
+    "missing-funclet-bundle",
+    "wrong-funclet-bundle",
+    "ret-in-funclet",
+    "funclet-exit-pad",
+    "catchpad-arg0-not-constant-i32",
+    "catchret-target",
+    "cleanupret-unwind",
+    "cross-funclet-value",
+    "block-in-two-funclets",
+)
+
+_PADS = ("catchpad", "cleanuppad", "catchswitch")
+_CALLS = ("call", "invoke", "callbr")
+_CALL_MARKERS = ("tail ", "musttail ", "notail ")
+
+_IDENT = r'(?:"(?:[^"\\]|\\.)*"|[-\w$.]+)'
+_LOCAL = "%" + _IDENT
+# one token of an instruction: a local name (maybe after `label `), a global, or a string
+_TOKEN = re.compile(r'(label )?(' + _LOCAL + r')|@' + _IDENT + r'|c?"(?:[^"\\]|\\.)*"')
+_DEFINES = re.compile(r'(' + _LOCAL + r') = ')
+_WITHIN = re.compile(r'\bwithin (none|' + _LOCAL + r')')
+_FUNCLET_BUNDLE = re.compile(r'"funclet"\(token (' + _LOCAL + r'|none)\)')
+_CALLEE = re.compile(r'(@' + _IDENT + r'|' + _LOCAL + r'|\basm\b)')
+_GROUP_REF = re.compile(r'#\d+')
+_ATTRIBUTE_GROUP = re.compile(r'^attributes (#\d+) = \{(.*)\}', re.M)
+_DECLARE_NAME = re.compile(r'@(' + _IDENT + r')\(')
+_CONSTANT_I32 = re.compile(r'i32 -?\d+')
+
+
+@dataclass(frozen=True)
+class LintFinding:
+    """One violation: which rule, where (function, block, instruction text) and why."""
+
+    rule: str
+    function: str
+    block: str
+    instruction: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.rule}: @{self.function}, block {self.block}: {self.detail}\n    {self.instruction}"
+
+
+# --------------------------------------------------------------------------------------------
+# A function as the lint sees it
+
+
+@dataclass(eq=False)
+class _Inst:
+    text: str                       # one line, whitespace collapsed, as LLVM prints it
+    block: "_Block"
+    name: str | None                # the value it defines (`%x`), if any
+    opcode: str
+    body: str                       # the text from the opcode on
+    labels: list[str]               # block operands in order (`label %x`)
+    locals: list[str]               # every other `%name` it mentions, in order
+    values: list[str] = field(default_factory=list)   # of those, the function's values
+
+
+@dataclass(eq=False)
+class _Block:
+    label: str                      # as referenced: `%entry`, `%5`, `%"a b"`
+    insts: list[_Inst] = field(default_factory=list)
+
+    @property
+    def pad(self) -> _Inst | None:
+        """The pad the block begins with (after PHIs), if any."""
+        head = next((i for i in self.insts if i.opcode != "phi"), None)
+        return head if head is not None and head.opcode in _PADS else None
+
+    @property
+    def terminator(self) -> _Inst | None:
+        return self.insts[-1] if self.insts else None
+
+
+def _instruction(text: str, block: _Block) -> _Inst:
+    m = _DEFINES.match(text)
+    name = m.group(1) if m else None
+    rest = text[m.end():] if m else text
+    for marker in _CALL_MARKERS:
+        if rest.startswith(marker):
+            rest = rest[len(marker):]
+    opcode = rest.split(" ", 1)[0]
+    labels, locals_ = [], []
+    for t in _TOKEN.finditer(rest):
+        if t.group(2):
+            (labels if t.group(1) else locals_).append(t.group(2))
+    return _Inst(text, block, name, opcode, rest, labels, locals_)
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split at commas outside (), [], {}, <> and strings."""
+    parts, depth, current, quoted = [], 0, [], False
+    for ch in text:
+        if ch == '"':
+            quoted = not quoted
+        elif not quoted and ch in "([{<":
+            depth += 1
+        elif not quoted and ch in ")]}>":
+            depth -= 1
+        elif not quoted and ch == "," and depth == 0:
+            parts.append("".join(current).strip())
+            current = []
+            continue
+        current.append(ch)
+    if "".join(current).strip():
+        parts.append("".join(current).strip())
+    return parts
+
+
+def _bracketed(text: str, start: int, open_: str, close: str) -> tuple[str, int]:
+    """The text inside the bracket opening at text[start], and the index after its close."""
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] == open_:
+            depth += 1
+        elif text[i] == close:
+            depth -= 1
+            if depth == 0:
+                return text[start + 1:i], i + 1
+    return text[start + 1:], len(text)
+
+
+class _Function:
+    """One defined function read from LLVM's print: blocks, instructions, pads and colors."""
+
+    def __init__(self, lines: list[str], nounwind: set[str], attribute_groups: dict[str, str]):
+        self.nounwind = nounwind                    # declared functions that do not unwind
+        self.attribute_groups = attribute_groups
+        self.name, self.args = self._header(lines[0])
+        self.blocks: list[_Block] = []
+        self.block_by_label: dict[str, _Block] = {}
+        self.inst_by_name: dict[str, _Inst] = {}
+        self._body(lines[1:])
+        self.colors: dict[_Block, list] = self._color()
+
+    # -- reading ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _header(line: str) -> tuple[str, set[str]]:
+        m = _DECLARE_NAME.search(line)
+        name = m.group(1)
+        params, _ = _bracketed(line, m.end() - 1, "(", ")")
+        args = set()
+        for param in _split_top_level(params):
+            found = re.findall(_LOCAL, param)
+            if found:
+                args.add(found[-1])
+        return (name[1:-1] if name.startswith('"') else name), args
+
+    def _body(self, lines: list[str]) -> None:
+        numbered_args = sum(1 for a in self.args if a[1:].isdigit())
+        block: _Block | None = None
+        texts: list[tuple[_Block, list[str]]] = []
+        for line in lines:
+            stripped = line.strip()
+            if not stripped or stripped.startswith((";", "#dbg_")) or line.startswith("}"):
+                continue
+            if not line.startswith(" "):                        # a block label
+                label = line[:line.index('"', 1) + 1] if line.startswith('"') else line.split(":", 1)[0]
+                block = _Block("%" + label.strip())
+                texts.append((block, []))
+                continue
+            if block is None:                                   # the unlabeled entry block
+                block = _Block(f"%{numbered_args}")
+                texts.append((block, []))
+            if line.startswith("  ") and line[2] not in " ]":
+                texts[-1][1].append(stripped)
+            elif texts[-1][1]:                                  # continuation line
+                texts[-1][1][-1] += " " + stripped
+        for block, lines_ in texts:
+            for text in lines_:
+                inst = _instruction(" ".join(text.split()), block)
+                block.insts.append(inst)
+                if inst.name:
+                    self.inst_by_name[inst.name] = inst
+            self.blocks.append(block)
+            self.block_by_label[block.label] = block
+        known = self.args | set(self.inst_by_name)
+        for block in self.blocks:
+            for inst in block.insts:
+                inst.values = [v for v in inst.locals if v in known]
+
+    def inst(self, name: str | None) -> _Inst | None:
+        return self.inst_by_name.get(name) if name else None
+
+    # -- pads ------------------------------------------------------------------------------
+
+    def pad_parent(self, pad: _Inst) -> _Inst | None:
+        """The `within` operand of a pad: the enclosing pad, or None for `within none`."""
+        m = _WITHIN.search(pad.text)
+        return None if m is None or m.group(1) == "none" else self.inst(m.group(1))
+
+    def funclet_parent(self, pad: _Inst | None) -> _Inst | None:
+        """The funclet (catchpad/cleanuppad, or None: the main body) a pad sits in.
+
+        That is its `within` operand, seen through catchswitches: a catchpad's funclet
+        parent is its catchswitch's parent.
+        """
+        parent = self.pad_parent(pad) if pad is not None else None
+        while parent is not None and parent.opcode == "catchswitch":
+            parent = self.pad_parent(parent)
+        return parent
+
+    def ancestors(self, pad: _Inst | None) -> list[_Inst | None]:
+        """The funclets enclosing `pad`'s funclet, innermost first, ending with the main body."""
+        chain, current = [], pad
+        while current is not None:
+            current = self.funclet_parent(current)
+            chain.append(current)
+        return chain
+
+    def exit_pad(self, term: _Inst) -> _Inst | None:
+        """The pad a catchret/cleanupret leaves (`from %pad`)."""
+        return self.inst(term.values[0]) if term.values else None
+
+    def bundle(self, inst: _Inst) -> tuple[bool, _Inst | None]:
+        """(has a funclet bundle, the pad it names or None for `token none`)."""
+        m = _FUNCLET_BUNDLE.search(inst.text)
+        if not m:
+            return False, None
+        return True, (None if m.group(1) == "none" else self.inst(m.group(1)))
+
+    def catchpad_args(self, pad: _Inst) -> list[str]:
+        start = pad.text.index("[", _WITHIN.search(pad.text).end())
+        inside, _ = _bracketed(pad.text, start, "[", "]")
+        return _split_top_level(inside)
+
+    # -- successors and coloring -----------------------------------------------------------
+
+    def successors(self, block: _Block) -> list[_Block]:
+        term = block.terminator
+        if term is None:
+            return []
+        return [self.block_by_label[label] for label in term.labels if label in self.block_by_label]
+
+    def _color(self) -> dict[_Block, list]:
+        colors: dict[_Block, list] = defaultdict(list)
+        if not self.blocks:
+            return colors
+        work = [(self.blocks[0], None)]
+        while work:
+            block, color = work.pop()
+            if block.pad is not None:
+                color = block.pad
+            if color in colors[block]:
+                continue
+            colors[block].append(color)
+            term = block.terminator
+            succ_color = color
+            if term is not None and term.opcode == "catchret":
+                succ_color = self.funclet_parent(self.exit_pad(term))
+            work.extend((succ, succ_color) for succ in self.successors(block))
+        return {b: c for b, c in colors.items() if c}
+
+    def funclets_of(self, block: _Block) -> list[_Inst | None]:
+        """The block's colors that are funclets or the main body (not catchswitch dispatch)."""
+        return [c for c in self.colors.get(block, []) if c is None or c.opcode != "catchswitch"]
+
+    # -- calls -----------------------------------------------------------------------------
+
+    def exempt_call(self, inst: _Inst) -> bool:
+        """Calls WinEHPrepare keeps without a bundle: nounwind intrinsics and inline asm."""
+        m = _CALLEE.search(inst.body, len(inst.opcode))
+        if m is None:
+            return False
+        callee = m.group(1)
+        if callee == "asm":
+            return True
+        if not callee.startswith(("@llvm.", '@"llvm.')):
+            return False
+        site = " ".join(self.attribute_groups.get(g, "") for g in _GROUP_REF.findall(inst.text))
+        return callee[1:].strip('"') in self.nounwind or "nounwind" in site.split()
+
+
+def _functions(module_text: str) -> list[_Function]:
+    groups = {m.group(1): m.group(2) for m in _ATTRIBUTE_GROUP.finditer(module_text)}
+    nounwind, functions, current = set(), [], None
+    for line in module_text.split("\n"):
+        if current is not None:
+            current.append(line)
+            if line.startswith("}"):
+                functions.append(current)
+                current = None
+        elif line.startswith("define "):
+            current = [line]
+        elif line.startswith("declare ") and (m := _DECLARE_NAME.search(line)):
+            attrs = " ".join(groups.get(g, "") for g in _GROUP_REF.findall(line[m.end():]))
+            if "nounwind" in attrs.split():
+                nounwind.add(m.group(1).strip('"'))
+    return [_Function(lines, nounwind, groups) for lines in functions]
+# --------------------------------------------------------------------------------------------
+# The rules
+
+
+def _describe(pad: _Inst | None) -> str:
+    return "the main body" if pad is None else f"funclet {pad.name or pad.text}"
+
+
+def _rule_bundles(f: _Function, out: list[LintFinding]) -> None:
+    for block in f.blocks:
+        funclets = f.funclets_of(block)
+        for inst in block.insts:
+            if inst.opcode not in _CALLS:
+                continue
+            has_bundle, named = f.bundle(inst)
+            for funclet in funclets:
+                if funclet is None:
+                    if has_bundle:
+                        out.append(_finding("wrong-funclet-bundle", f, inst,
+                                            "a funclet bundle in the main body"))
+                elif not has_bundle:
+                    if not f.exempt_call(inst):
+                        out.append(_finding("missing-funclet-bundle", f, inst,
+                                            f"call in {_describe(funclet)} without its funclet bundle "
+                                            f"(LLVM turns it into unreachable)"))
+                elif named is not funclet:
+                    out.append(_finding("wrong-funclet-bundle", f, inst,
+                                        f"bundle names {_describe(named)}, the call is in {_describe(funclet)}"))
+
+
+def _rule_exits(f: _Function, out: list[LintFinding]) -> None:
+    for block in f.blocks:
+        term = block.terminator
+        if term is None:
+            continue
+        for funclet in f.funclets_of(block):
+            if term.opcode == "ret" and funclet is not None:
+                out.append(_finding("ret-in-funclet", f, term, f"ret in {_describe(funclet)}"))
+            if term.opcode in ("catchret", "cleanupret"):
+                pad = f.exit_pad(term)
+                if pad is not funclet:
+                    out.append(_finding("funclet-exit-pad", f, term,
+                                        f"{term.opcode} from {_describe(pad)} inside {_describe(funclet)}"))
+
+
+def _rule_catchpad_args(f: _Function, out: list[LintFinding]) -> None:
+    for block in f.blocks:
+        for inst in block.insts:
+            if inst.opcode != "catchpad":
+                continue
+            args = f.catchpad_args(inst)
+            if not args:
+                out.append(_finding("catchpad-arg0-not-constant-i32", f, inst, "catchpad without arguments"))
+            elif not _CONSTANT_I32.fullmatch(args[0]):
+                out.append(_finding("catchpad-arg0-not-constant-i32", f, inst, f"first argument is `{args[0]}`"))
+
+
+def _rule_catchret_targets(f: _Function, out: list[LintFinding]) -> None:
+    # The funclet a target belongs to by itself: the colors its other (non-catchret)
+    # predecessors give it. A target reached only by catchrets must be agreed on by all.
+    catchrets: dict[_Block, list[tuple[_Inst, _Inst | None]]] = defaultdict(list)
+    reached: dict[_Block, set] = defaultdict(set)
+    for block in f.blocks:
+        term = block.terminator
+        if term is None or block not in f.colors:
+            continue
+        if term.opcode == "catchret":
+            target = f.block_by_label[term.labels[0]]
+            catchrets[target].append((term, f.funclet_parent(f.exit_pad(term))))
+        else:
+            for succ in f.successors(block):
+                reached[succ].update(f.funclets_of(block))
+    if f.blocks:
+        reached[f.blocks[0]].add(None)
+    for target, exits in catchrets.items():
+        others = reached.get(target, set())
+        expected_all = {expected for _, expected in exits}
+        for term, expected in exits:
+            if others and expected not in others:
+                where = " and ".join(_describe(c) for c in others)
+                out.append(_finding("catchret-target", f, term,
+                                    f"target {target.label} is a block of {where}; this catchret must continue "
+                                    f"in {_describe(expected)}, the catchswitch's parent"))
+            elif not others and len(expected_all) > 1:
+                where = " and ".join(_describe(c) for c in expected_all)
+                out.append(_finding("catchret-target", f, term,
+                                    f"target {target.label} is reached only by catchrets that continue in {where}; "
+                                    f"this one must continue in {_describe(expected)}"))
+
+
+def _rule_cleanupret_unwind(f: _Function, out: list[LintFinding]) -> None:
+    for block in f.blocks:
+        term = block.terminator
+        if term is None or term.opcode != "cleanupret" or block not in f.colors:
+            continue
+        if not term.labels:
+            continue            # unwind to caller
+        dest = f.block_by_label[term.labels[0]]
+        dest_pad = dest.pad
+        pad = f.exit_pad(term)
+        if dest_pad is None:
+            continue            # the verifier rejects an unwind edge to a non-pad
+        dest_parent = f.funclet_parent(dest_pad)
+        if dest_parent not in f.ancestors(pad):
+            out.append(_finding("cleanupret-unwind", f, term,
+                                f"unwinds to {dest.label}, a pad within {_describe(dest_parent)}, which does not "
+                                f"enclose {_describe(pad)}"))
+
+
+def _rule_cross_funclet_values(f: _Function, out: list[LintFinding]) -> None:
+    entry = f.blocks[0] if f.blocks else None
+    for block in f.blocks:
+        uses = set(f.funclets_of(block))
+        if not uses:
+            continue
+        for inst in block.insts:
+            for value in dict.fromkeys(inst.values):
+                d = f.inst(value)
+                if d is None:
+                    defined, what = {None}, f"argument {value}"
+                elif d.opcode in _PADS or (d.opcode == "alloca" and d.block is entry) or d.block not in f.colors:
+                    # pads are the function's only tokens: a token names its funclet, it is no
+                    # data; a static alloca's address is a frame offset valid in every funclet
+                    continue
+                else:
+                    defined, what = set(f.funclets_of(d.block)), f"value {value}"
+                crossing = uses - defined
+                if crossing:
+                    where = ", ".join(_describe(c) for c in defined)
+                    used = ", ".join(_describe(c) for c in crossing)
+                    out.append(_finding("cross-funclet-value", f, inst,
+                                        f"{what} is defined in {where} and used in {used}"))
+
+
+def _rule_multicolor(f: _Function, out: list[LintFinding]) -> None:
+    for block in f.blocks:
+        colors = f.colors.get(block, [])
+        if len(colors) > 1:
+            head = block.insts[0] if block.insts else None
+            out.append(LintFinding("block-in-two-funclets", f.name, block.label,
+                                   head.text if head else "",
+                                   "reachable from " + ", ".join(_describe(c) for c in colors)))
+
+
+def _finding(rule: str, f: _Function, inst: _Inst, detail: str) -> LintFinding:
+    return LintFinding(rule, f.name, inst.block.label, inst.text, detail)
+
+
+_RULE_FUNCTIONS = (_rule_bundles, _rule_exits, _rule_catchpad_args, _rule_catchret_targets,
+                   _rule_cleanupret_unwind, _rule_cross_funclet_values, _rule_multicolor)
+
+
+# --------------------------------------------------------------------------------------------
+# Entry points
+
+
+def parse(module_text: str):
+    """Parse textual IR with llvmlite; a parse error is a ReaderError (kind "llvm-parse")."""
+    try:
+        return llvm.parse_assembly(module_text)
+    except RuntimeError as e:
+        raise ReaderError(f"LLVM cannot parse the module: {str(e).strip()}", kind="llvm-parse") from None
+
+
+def lint_module(module) -> list[LintFinding]:
+    """Every funclet-rule violation in a parsed llvmlite module, function by function."""
+    findings: list[LintFinding] = []
+    for f in _functions(str(module)):
+        for rule in _RULE_FUNCTIONS:
+            rule(f, findings)
+    return findings
+
+
+def lint(module_text: str) -> list[LintFinding]:
+    """Every funclet-rule violation in a module given as LLVM IR text (see the module docstring)."""
+    return lint_module(parse(module_text))
+
+
+def verify_module(module) -> None:
+    """Run LLVM's verifier on a parsed module; raise ReaderError (kind "llvm-verify")."""
+    try:
+        module.verify()
+    except RuntimeError as e:
+        raise ReaderError(f"LLVM verifier: {str(e).strip()}", kind="llvm-verify") from None
+
+
+def verify(module_text: str) -> None:
+    """Parse and run LLVM's verifier; raise ReaderError (kind "llvm-parse"/"llvm-verify")."""
+    verify_module(parse(module_text))
+
+
+def check_module(module_text: str, *, method: str | None = None):
+    """DESIGN decision 7 in one call: parse, the funclet lint, then LLVM's verifier.
+
+    Returns the parsed llvmlite module; raises ReaderError (kind "funclet-lint") listing
+    every finding, or the parser's or verifier's error, naming `method` when given.
+    """
+    try:
+        module = parse(module_text)
+        findings = lint_module(module)
+        if findings:
+            raise ReaderError(f"{len(findings)} funclet lint finding(s):\n" + "\n".join(map(str, findings)),
+                              kind="funclet-lint")
+        verify_module(module)
+    except ReaderError as e:
+        raise (e.with_method(method) if method else e) from None
+    return module

@@ -1,0 +1,829 @@
+"""The translation of each IL instruction, over the operand stack of one basic block.
+
+`translate_block` walks the instructions of one IL block in one context (see
+translate.py), keeping the ECMA-335 evaluation stack as a list of `SV`s, and ends the block
+by spilling the stack and branching to the enqueued successors. Every implicit exception is
+an explicit test branching to a cold block that calls a noreturn CORINFO_HELP_* helper
+(DESIGN.md decision 6). An opcode this reader does not translate yet is a ReaderError
+naming it and its IL offset, never a wrong translation.
+"""
+
+from __future__ import annotations
+
+from ..il.opcodes import Flow, OperandKind
+from ..il.regions import RegionKind
+from .helpers import IMPLICIT_CHECKS
+from .jitee import StackKind
+from .translate import ARRAY_DATA_OFFSET, ARRAY_LENGTH_OFFSET, SV, _KIND_OF_STACK, _LLVM_OF_KIND
+
+# Element types named by typed opcodes (ldind.*, stind.*, ldelem.*, stelem.*, conv.*):
+# LLVM storage type, stack kind, signed, size.
+_ELEM = {
+    "i1": ("i8", "i32", True, 1), "u1": ("i8", "i32", False, 1), "i2": ("i16", "i32", True, 2),
+    "u2": ("i16", "i32", False, 2), "i4": ("i32", "i32", True, 4), "u4": ("i32", "i32", False, 4),
+    "i8": ("i64", "i64", True, 8), "u8": ("i64", "i64", False, 8), "i": ("i64", "nint", True, 8),
+    "u": ("i64", "nint", False, 8), "r4": ("float", "f", True, 4), "r8": ("double", "f", True, 8),
+    "ref": ("ptr", "obj", True, 8),
+}
+
+_INT_BINOPS = {"add": "add", "sub": "sub", "mul": "mul", "and": "and", "or": "or", "xor": "xor"}
+_FLOAT_BINOPS = {"add": "fadd", "sub": "fsub", "mul": "fmul", "div": "fdiv", "rem": "frem"}
+_CMP = {  # opcode stem -> (int predicate, float predicate)
+    "ceq": ("eq", "oeq"), "cgt": ("sgt", "ogt"), "cgt.un": ("ugt", "ugt"), "clt": ("slt", "olt"),
+    "clt.un": ("ult", "ult"),
+    "beq": ("eq", "oeq"), "bne.un": ("ne", "une"), "bge": ("sge", "oge"), "bge.un": ("uge", "uge"),
+    "bgt": ("sgt", "ogt"), "bgt.un": ("ugt", "ugt"), "ble": ("sle", "ole"), "ble.un": ("ule", "ule"),
+    "blt": ("slt", "olt"), "blt.un": ("ult", "ult"),
+}
+_OVF_INTRINSIC = {"add.ovf": "sadd", "add.ovf.un": "uadd", "sub.ovf": "ssub", "sub.ovf.un": "usub",
+                  "mul.ovf": "smul", "mul.ovf.un": "umul"}
+_INT_RANGE = {"i1": (-2**7, 2**7 - 1), "u1": (0, 2**8 - 1), "i2": (-2**15, 2**15 - 1), "u2": (0, 2**16 - 1),
+              "i4": (-2**31, 2**31 - 1), "u4": (0, 2**32 - 1), "i8": (-2**63, 2**63 - 1), "u8": (0, 2**64 - 1),
+              "i": (-2**63, 2**63 - 1), "u": (0, 2**64 - 1)}
+
+
+class BlockTranslator:
+    """The state of translating one IL block in one context."""
+
+    def __init__(self, tr, il_block, ctx, block, stack):
+        self.tr, self.ctx, self.block, self.stack = tr, ctx, block, stack
+        self.fn = ctx.fn
+        self.il_block = il_block
+        self.region = tr.tree.innermost(il_block.start)
+        self.prefix_constrained = None
+
+    # -- small helpers ----------------------------------------------------------------------
+
+    def v(self, hint="v"):
+        return self.fn.value(hint)
+
+    def emit(self, line):
+        self.block.emit(line)
+
+    def push(self, kind, op, sig=None):
+        self.stack.append(SV(kind, op, sig))
+
+    def pop(self, offset):
+        if not self.stack:
+            raise self.tr.fail("stack underflow", offset, "stack-underflow")
+        return self.stack.pop()
+
+    def temp(self, ty, align=8):
+        return self.fn.alloca(self.v("tmp"), ty, align)
+
+    def widen(self, value, storage, kind, signed):
+        """A value loaded as `storage` as the stack kind wants it."""
+        if storage in ("i8", "i16") and kind == "i32":
+            v = self.v()
+            self.emit(f"{v} = {'sext' if signed else 'zext'} {storage} {value} to i32")
+            return v
+        if storage == "float":
+            v = self.v()
+            self.emit(f"{v} = fpext float {value} to double")
+            return v
+        return value
+
+    def narrow(self, sv, storage):
+        """A stack value converted to `storage` for a store or a call argument."""
+        src = sv.ty
+        if storage == src or (storage == "ptr" and src == "ptr"):
+            return sv.op
+        v = self.v()
+        if storage in ("i8", "i16", "i32") and src in ("i32", "i64"):
+            if storage == src:
+                return sv.op
+            self.emit(f"{v} = trunc {src} {sv.op} to {storage}")
+        elif storage == "i64" and src == "i32":
+            self.emit(f"{v} = sext i32 {sv.op} to i64")
+        elif storage == "float" and src == "double":
+            self.emit(f"{v} = fptrunc double {sv.op} to float")
+        elif storage == "ptr" and src == "i64":
+            self.emit(f"{v} = inttoptr i64 {sv.op} to ptr")
+        elif storage == "i64" and src == "ptr":
+            self.emit(f"{v} = ptrtoint ptr {sv.op} to i64")
+        elif storage == "i32" and src == "ptr":
+            self.emit(f"{v} = ptrtoint ptr {sv.op} to i32")
+        else:
+            raise self.tr.fail(f"cannot store a {sv.kind} stack value as {storage}", self.offset, "type-mismatch")
+        return v
+
+    def as_i64(self, sv):
+        if sv.ty == "i64":
+            return sv.op
+        if sv.ty == "ptr":
+            return self.narrow(sv, "i64")
+        v = self.v()
+        self.emit(f"{v} = sext i32 {sv.op} to i64")
+        return v
+
+    def load_sig(self, addr, sig):
+        """Push the value of type `sig` stored at `addr`."""
+        kind = _KIND_OF_STACK[self.tr.ee.stack_kind(sig)]
+        if kind == "vt":
+            size, align = self.tr.ee.size_and_align(sig)
+            copy = self.temp(f"[{size} x i8]", max(align, 1))
+            self.memcpy(copy, addr, size)
+            self.push("vt", copy, sig)
+            return
+        storage = self.tr.ee.storage_type(sig)
+        v = self.v()
+        self.emit(f"{v} = load {storage}, ptr {addr}")
+        self.push(kind, self.widen(v, storage, kind, self.tr.ee.is_signed(sig)), sig)
+
+    def store_sig(self, addr, sv, sig):
+        if self.tr.ee.stack_kind(sig) is StackKind.VALUE:
+            self.memcpy(addr, sv.op, self.tr.ee.size_and_align(sig)[0])
+            return
+        storage = self.tr.ee.storage_type(sig)
+        self.emit(f"store {storage} {self.narrow(sv, storage)}, ptr {addr}")
+
+    def memcpy(self, dst, src, size):
+        self.tr.declares["llvm.memcpy"] = "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)"
+        self.emit(f"call void @llvm.memcpy.p0.p0.i64(ptr {dst}, ptr {src}, i64 {size}, i1 false)")
+
+    def memset(self, dst, size):
+        self.tr.declares["llvm.memset"] = "declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)"
+        self.emit(f"call void @llvm.memset.p0.i64(ptr {dst}, i8 0, i64 {size}, i1 false)")
+
+    def gep(self, base, offset):
+        v = self.v("addr")
+        self.emit(f"{v} = getelementptr i8, ptr {base}, i64 {offset}")
+        return v
+
+    def global_(self, symbol, ty="i8", constant=False):
+        g = self.tr.ee.llvm_global(symbol)
+        self.tr.globals[g] = f"{g} = external {'constant' if constant else 'global'} {ty}"
+        return g
+
+    def helper(self, name, args):
+        self.block, result = self.tr.helper(self.block, self.ctx, self.region, name, args, self.offset)
+        return result
+
+    def check(self, cond, kind, what):
+        """Throw through the helper the runtime uses for implicit check `kind` when `cond` holds."""
+        helper = IMPLICIT_CHECKS[kind].helper
+        self.block = self.tr.check(self.block, self.ctx, self.region, cond, helper, self.offset, what)
+
+    def null_check(self, obj):
+        c = self.v("isnull")
+        self.emit(f"{c} = icmp eq ptr {obj}, null")
+        self.check(c, "null-deref", "nullref")
+
+    # -- the walk ----------------------------------------------------------------------------
+
+    def run(self):
+        instrs = self.tr.m.instructions[self.il_block.first_instr:self.il_block.last_instr + 1]
+        for ins in instrs:
+            self.offset = ins.offset
+            self.block.emit(f"; {ins.format(self.tr.namer)}")
+            self.instruction(ins)
+            if self.block.terminated:
+                return
+        last = instrs[-1]
+        if last.op.flow.falls_through:
+            self.goto(last.end)
+
+    def goto(self, target):
+        shape = self.tr._spill_stack(self.block, self.ctx, self.stack)
+        self.block.terminate(f"br label %{self.tr._enqueue(target, self.ctx, shape)}")
+
+    def instruction(self, ins):
+        name, op = ins.op.name, ins.op
+        stem = name[:-2] if name.endswith(".s") else name
+        if op.flow is Flow.PREFIX:
+            if name == "constrained.":
+                self.prefix_constrained = ins.operand
+            return
+        handler = _SIMPLE.get(stem)
+        if handler is not None:
+            handler(self, ins)
+            return
+        for prefix, fn in _FAMILIES:
+            if stem.startswith(prefix):
+                fn(self, ins, stem)
+                return
+        raise self.tr.fail(f"opcode {name} is not translated yet", ins.offset, "unsupported-opcode")
+
+    # -- constants, locals, args ---------------------------------------------------------------
+
+    def ldc(self, ins, stem):
+        if stem == "ldc.r4" or stem == "ldc.r8":
+            self.push("f", _float_literal(ins.operand))
+        elif stem == "ldc.i8":
+            self.push("i64", str(ins.operand))
+        elif stem in ("ldc.i4", "ldc.i4.s"):
+            self.push("i32", str(ins.operand))
+        else:
+            self.push("i32", "-1" if stem.endswith("m1") else stem.rsplit(".", 1)[1])
+
+    def local_access(self, ins, stem):
+        which = "arg" if "arg" in stem else "loc"
+        index = ins.operand if ins.operand is not None else int(stem.rsplit(".", 1)[1])
+        sigs = self.tr.arg_sigs if which == "arg" else self.tr.local_sigs
+        if index >= len(sigs):
+            raise self.tr.fail(f"{which} {index} does not exist", ins.offset, "bad-local")
+        addr = self.tr.slot(self.ctx, self.block, which, index)
+        if stem.startswith(("ldarga", "ldloca")):
+            self.push("byref", addr)
+        elif stem.startswith(("ldarg", "ldloc")):
+            self.load_sig(addr, sigs[index])
+        else:
+            self.store_sig(addr, self.pop(ins.offset), sigs[index])
+
+    # -- arithmetic -------------------------------------------------------------------------------
+
+    def binary_kind(self, a, b, offset):
+        """ECMA-335 III.1.5 binary numeric operations: the result kind and both operands in it."""
+        if a.kind == b.kind and a.kind in ("i32", "i64", "nint", "f"):
+            return a.kind, a.op, b.op
+        if {a.kind, b.kind} == {"i32", "nint"}:
+            return "nint", self.as_i64(a), self.as_i64(b)
+        if a.kind == "byref" and b.kind in ("i32", "nint"):
+            return "byref", a.op, self.as_i64(b)
+        if b.kind == "byref" and a.kind in ("i32", "nint"):
+            return "byref", self.as_i64(a), b.op
+        if a.kind in ("byref", "nint") and b.kind in ("byref", "nint"):
+            return "nint", self.as_i64(a), self.as_i64(b)
+        raise self.tr.fail(f"no numeric operation on {a.kind} and {b.kind}", offset, "type-mismatch")
+
+    def arith(self, ins):
+        stem = ins.op.name
+        b, a = self.pop(ins.offset), self.pop(ins.offset)
+        kind, x, y = self.binary_kind(a, b, ins.offset)
+        if kind == "byref":
+            if stem not in ("add", "sub"):
+                raise self.tr.fail(f"{stem} on a managed pointer", ins.offset, "type-mismatch")
+            ptr, off = (x, y) if a.kind == "byref" else (y, x)
+            if stem == "sub":
+                n = self.v()
+                self.emit(f"{n} = sub i64 0, {off}")
+                off = n
+            self.push("byref", self.gep(ptr, off))
+            return
+        ty = _LLVM_OF_KIND[kind]
+        v = self.v()
+        if kind == "f":
+            self.emit(f"{v} = {_FLOAT_BINOPS[stem.split('.')[0]]} double {x}, {y}")
+        elif stem in _INT_BINOPS:
+            self.emit(f"{v} = {_INT_BINOPS[stem]} {ty} {x}, {y}")
+        else:   # div, div.un, rem, rem.un: divide-by-zero, and INT_MIN / -1 for the signed ones
+            z = self.v("iszero")
+            self.emit(f"{z} = icmp eq {ty} {y}, 0")
+            self.check(z, "div-zero", "divzero")
+            if not stem.endswith(".un"):
+                minval = -2**31 if ty == "i32" else -2**63
+                m1, m2, both = self.v(), self.v(), self.v("isovf")
+                self.emit(f"{m1} = icmp eq {ty} {x}, {minval}")
+                self.emit(f"{m2} = icmp eq {ty} {y}, -1")
+                self.emit(f"{both} = and i1 {m1}, {m2}")
+                self.check(both, "div-overflow", "divovf")
+            op = {"div": "sdiv", "div.un": "udiv", "rem": "srem", "rem.un": "urem"}[stem]
+            self.emit(f"{v} = {op} {ty} {x}, {y}")
+        self.push(kind, v)
+
+    def arith_ovf(self, ins):
+        stem = ins.op.name
+        b, a = self.pop(ins.offset), self.pop(ins.offset)
+        kind, x, y = self.binary_kind(a, b, ins.offset)
+        if kind in ("f", "byref"):
+            raise self.tr.fail(f"{stem} on {kind}", ins.offset, "type-mismatch")
+        ty = _LLVM_OF_KIND[kind]
+        intrinsic = f"llvm.{_OVF_INTRINSIC[stem]}.with.overflow.{ty}"
+        self.tr.declares[intrinsic] = f"declare {{{ty}, i1}} @{intrinsic}({ty}, {ty})"
+        pair, v, o = self.v(), self.v(), self.v("ovf")
+        self.emit(f"{pair} = call {{{ty}, i1}} @{intrinsic}({ty} {x}, {ty} {y})")
+        self.emit(f"{v} = extractvalue {{{ty}, i1}} {pair}, 0")
+        self.emit(f"{o} = extractvalue {{{ty}, i1}} {pair}, 1")
+        self.check(o, stem, "ovf")
+        self.push(kind, v)
+
+    def unary(self, ins):
+        a = self.pop(ins.offset)
+        v = self.v()
+        if ins.op.name == "neg":
+            self.emit(f"{v} = fneg double {a.op}" if a.kind == "f" else f"{v} = sub {a.ty} 0, {a.op}")
+        else:
+            self.emit(f"{v} = xor {a.ty} {a.op}, -1")
+        self.push(a.kind, v)
+
+    def shift(self, ins):
+        amount, a = self.pop(ins.offset), self.pop(ins.offset)
+        amt = amount.op
+        if a.ty != amount.ty:
+            amt = self.as_i64(amount) if a.ty == "i64" else self.narrow(amount, "i32")
+        op = {"shl": "shl", "shr": "ashr", "shr.un": "lshr"}[ins.op.name]
+        v = self.v()
+        self.emit(f"{v} = {op} {a.ty} {a.op}, {amt}")
+        self.push(a.kind, v)
+
+    def compare(self, a, b, stem, offset):
+        int_pred, float_pred = _CMP[stem]
+        c = self.v("cmp")
+        if a.kind == "f" and b.kind == "f":
+            self.emit(f"{c} = fcmp {float_pred} double {a.op}, {b.op}")
+        elif a.ty == "ptr" and b.ty == "ptr":
+            self.emit(f"{c} = icmp {int_pred} ptr {a.op}, {b.op}")
+        else:
+            kind, x, y = self.binary_kind(a, b, offset)
+            ty = "i64" if kind in ("nint", "byref") else _LLVM_OF_KIND[kind]
+            if ty == "ptr":
+                ty, x, y = "i64", self.as_i64(a), self.as_i64(b)
+            self.emit(f"{c} = icmp {int_pred} {ty} {x}, {y}")
+        return c
+
+    def cmp_push(self, ins):
+        b, a = self.pop(ins.offset), self.pop(ins.offset)
+        c = self.compare(a, b, ins.op.name, ins.offset)
+        v = self.v()
+        self.emit(f"{v} = zext i1 {c} to i32")
+        self.push("i32", v)
+
+    def truth(self, sv):
+        c = self.v("cond")
+        if sv.kind == "f":
+            self.emit(f"{c} = fcmp une double {sv.op}, 0.0")
+        elif sv.ty == "ptr":
+            self.emit(f"{c} = icmp ne ptr {sv.op}, null")
+        else:
+            self.emit(f"{c} = icmp ne {sv.ty} {sv.op}, 0")
+        return c
+
+    # -- conversions --------------------------------------------------------------------------
+
+    def conv(self, ins, stem):
+        ovf = stem.startswith("conv.ovf.")
+        target = stem.removeprefix("conv.ovf.").removeprefix("conv.")
+        unsigned_source = target.endswith(".un")
+        target = target.removesuffix(".un")
+        a = self.pop(ins.offset)
+        if target == "r.un":
+            target = "r8"
+        if target in ("r4", "r8"):
+            self.push("f", self.to_float(a, target, unsigned_source))
+            return
+        storage, kind, signed, size = _ELEM[target]
+        if ovf:
+            self.range_check(a, target, unsigned_source, stem)
+        bits = size * 8
+        if a.kind == "f":
+            v = self.v()
+            wide = 64 if bits == 64 else 32
+            self.emit(f"{v} = {'fptosi' if signed or bits < 32 else 'fptoui'} double {a.op} to i{wide}")
+            a = SV(f"i{wide}", v)
+        src = a.op if a.ty != "ptr" else self.narrow(a, "i64")
+        src_bits = 64 if a.ty in ("i64", "ptr") else 32
+        if bits < 32:
+            t, w = self.v(), self.v()
+            self.emit(f"{t} = trunc i{src_bits} {src} to i{bits}")
+            self.emit(f"{w} = {'sext' if signed else 'zext'} i{bits} {t} to i32")
+            self.push("i32", w)
+        elif bits == 32:
+            if src_bits == 64:
+                t = self.v()
+                self.emit(f"{t} = trunc i64 {src} to i32")
+                src = t
+            self.push("i32", src)
+        else:
+            if src_bits == 32:   # conv.i8/conv.i sign-extend an int32; conv.u8/conv.u and .un zero-extend
+                t = self.v()
+                self.emit(f"{t} = {'zext' if unsigned_source or not signed else 'sext'} i32 {src} to i64")
+                src = t
+            self.push(kind, src)
+
+    def to_float(self, a, target, unsigned_source):
+        v = self.v()
+        if a.kind == "f":
+            if target == "r4":
+                t = self.v()
+                self.emit(f"{t} = fptrunc double {a.op} to float")
+                self.emit(f"{v} = fpext float {t} to double")
+                return v
+            return a.op
+        src = a.op if a.ty != "ptr" else self.narrow(a, "i64")
+        ty = "i64" if a.ty in ("i64", "ptr") else "i32"
+        self.emit(f"{v} = {'uitofp' if unsigned_source else 'sitofp'} {ty} {src} to double")
+        if target == "r4":
+            t, w = self.v(), self.v()
+            self.emit(f"{t} = fptrunc double {v} to float")
+            self.emit(f"{w} = fpext float {t} to double")
+            return w
+        return v
+
+    def range_check(self, a, target, unsigned_source, kind):
+        lo, hi = _INT_RANGE[target]
+        conds = []
+        if a.kind == "f":
+            lo_ok, hi_ok = self.v(), self.v()
+            lo_bound = float(lo - 1) if abs(lo) < 2**53 else float(lo)
+            self.emit(f"{lo_ok} = fcmp {'ogt' if abs(lo) < 2**53 else 'oge'} double {a.op}, {_float_literal(lo_bound)}")
+            self.emit(f"{hi_ok} = fcmp olt double {a.op}, {_float_literal(float(hi) + 1.0)}")
+            ok, bad = self.v(), self.v("isovf")
+            self.emit(f"{ok} = and i1 {lo_ok}, {hi_ok}")
+            self.emit(f"{bad} = xor i1 {ok}, true")
+            self.check(bad, kind, "ovf")
+            return
+        src = a.op if a.ty != "ptr" else self.narrow(a, "i64")
+        if a.ty == "i32":
+            w = self.v()
+            self.emit(f"{w} = {'zext' if unsigned_source else 'sext'} i32 {src} to i64")
+            src = w
+        if unsigned_source:
+            if hi < 2**64 - 1:
+                c = self.v()
+                self.emit(f"{c} = icmp ugt i64 {src}, {hi if hi < 2**63 else hi - 2**64}")
+                conds.append(c)
+        else:
+            if lo > -2**63:
+                c = self.v()
+                self.emit(f"{c} = icmp slt i64 {src}, {lo}")
+                conds.append(c)
+            if hi < 2**63 - 1:
+                c = self.v()
+                self.emit(f"{c} = icmp sgt i64 {src}, {hi}")
+                conds.append(c)
+        if not conds:
+            return
+        bad = conds[0]
+        if len(conds) == 2:
+            bad = self.v("isovf")
+            self.emit(f"{bad} = or i1 {conds[0]}, {conds[1]}")
+        self.check(bad, kind, "ovf")
+
+    def ckfinite(self, ins):
+        a = self.stack[-1]
+        if a.kind != "f":
+            raise self.tr.fail("ckfinite on a non-float", ins.offset, "type-mismatch")
+        abs_v, bad = self.v(), self.v("notfinite")
+        self.tr.declares["llvm.fabs"] = "declare double @llvm.fabs.f64(double)"
+        self.emit(f"{abs_v} = call double @llvm.fabs.f64(double {a.op})")
+        self.emit(f"{bad} = fcmp ueq double {abs_v}, 0x7FF0000000000000")
+        self.check(bad, "ckfinite", "notfinite")
+
+    # -- control flow ---------------------------------------------------------------------------
+
+    def branch(self, ins):
+        stem = ins.op.name.removesuffix(".s")
+        target = ins.targets[0]
+        if ins.op.flow is Flow.BRANCH:
+            self.goto(target)
+            return
+        if stem in ("brtrue", "brfalse", "brinst", "brnull", "brzero"):
+            c = self.truth(self.pop(ins.offset))
+            if stem == "brfalse":
+                n = self.v("cond")
+                self.emit(f"{n} = xor i1 {c}, true")
+                c = n
+        else:
+            b, a = self.pop(ins.offset), self.pop(ins.offset)
+            c = self.compare(a, b, stem, ins.offset)
+        shape = self.tr._spill_stack(self.block, self.ctx, self.stack)
+        t = self.tr._enqueue(target, self.ctx, shape)
+        f = self.tr._enqueue(ins.end, self.ctx, shape)
+        self.block.terminate(f"br i1 {c}, label %{t}, label %{f}")
+
+    def switch(self, ins):
+        v = self.pop(ins.offset)
+        shape = self.tr._spill_stack(self.block, self.ctx, self.stack)
+        default = self.tr._enqueue(ins.end, self.ctx, shape)
+        cases = " ".join(f"i32 {i}, label %{self.tr._enqueue(t, self.ctx, shape)}"
+                         for i, t in enumerate(ins.operand))
+        self.block.terminate(f"switch i32 {self.narrow(v, 'i32')}, label %{default} [{cases}]")
+
+    def ret(self, ins):
+        tr = self.tr
+        from .translate import _is_void
+        if _is_void(tr.ret_sig):
+            self.block.terminate("ret void")
+            return
+        sv = self.pop(ins.offset)
+        if tr._returns_vt(tr.ret_sig):
+            info = tr.ee.compiled_method(tr.rid)
+            self.memcpy(f"%p{1 if info.has_this else 0}", sv.op, tr.ee.size_and_align(tr.ret_sig)[0])
+            self.block.terminate("ret void")
+            return
+        storage = tr.ee.storage_type(tr.ret_sig)
+        self.block.terminate(f"ret {storage} {self.narrow(sv, storage)}")
+
+    def leave(self, ins):
+        self.stack.clear()
+        self.tr.leave(self.block, self.ctx, self.region, ins.targets[0], ins.offset)
+
+    def endfinally(self, ins):
+        self.stack.clear()
+        self.tr._endfinally(self.block, self.ctx, ins.offset)
+
+    def endfilter(self, ins):
+        if self.ctx.kind != "filter":
+            raise self.tr.fail("endfilter outside an outlined filter", ins.offset, "endfilter-context")
+        v = self.pop(ins.offset)
+        self.block.terminate(f"ret i32 {self.narrow(v, 'i32')}")
+
+    def throw(self, ins):
+        obj = self.pop(ins.offset)
+        self.helper("CORINFO_HELP_THROW", [f"ptr {obj.op}"])
+
+    def rethrow(self, ins):
+        self.helper("CORINFO_HELP_RETHROW", [])
+
+    # -- calls and objects ------------------------------------------------------------------------
+
+    def call(self, ins):
+        tr = self.tr
+        info = tr.ee.method(ins.operand)
+        name = ins.op.name
+        nparams = len(info.params)
+        args = [self.pop(ins.offset) for _ in range(nparams)][::-1]
+        this = None
+        if name == "newobj":
+            this = self.new_object(info, ins)
+        elif info.has_this:
+            this = self.pop(ins.offset)
+        if this is not None and name == "callvirt":
+            if self.prefix_constrained is not None and this.kind == "byref":
+                if tr.ee.stack_kind(tr.ee.token_type(self.prefix_constrained)) is not StackKind.VALUE:
+                    v = self.v()
+                    self.emit(f"{v} = load ptr, ptr {this.op}")
+                    this = SV("obj", v)
+            if this.kind == "obj":
+                self.null_check(this.op)
+        self.prefix_constrained = None
+        texts = []
+        if this is not None:
+            texts.append(f"ptr {this.op}")
+        ret_sig = info.return_type
+        from .translate import _is_void
+        retbuf = None
+        if not _is_void(ret_sig) and tr.ee.stack_kind(ret_sig) is StackKind.VALUE:
+            size, align = tr.ee.size_and_align(ret_sig)
+            retbuf = self.temp(f"[{size} x i8]", max(align, 1))
+            texts.append(f"ptr {retbuf}")
+        for sv, sig in zip(args, info.params):
+            ty = tr._param_type(sig)
+            texts.append(f"{ty} {self.narrow(sv, ty) if ty != 'ptr' or sv.ty == 'ptr' else self.narrow(sv, 'ptr')}")
+        ret_ty = "void" if (_is_void(ret_sig) or retbuf) else tr.ee.storage_type(ret_sig)
+        callee = tr.ee.llvm_global(info.symbol)
+        param_types = ", ".join(t.split(" ", 1)[0] for t in texts)
+        virtual = name == "callvirt" and getattr(info, "is_virtual", None) is not False and this is not None
+        if virtual:
+            handle = self.global_(info.symbol + "$handle")
+            target = self.helper("CORINFO_HELP_VIRTUAL_FUNC_PTR", [f"ptr {this.op}", "ptr null", f"ptr {handle}"])
+            callee = target
+        else:
+            tr.declares[callee] = f"declare {ret_ty} {callee}({param_types})"
+        self.block, result = tr.call(self.block, self.ctx, self.region, ret_ty, callee, texts, ins.offset,
+                                     fnty=f"{ret_ty} ({param_types})" if virtual else None)
+        if name == "newobj":
+            self.stack.append(this if this.kind != "byref" else SV("vt", this.op, this.sig))
+        elif retbuf:
+            self.push("vt", retbuf, ret_sig)
+        elif result is not None:
+            kind = _KIND_OF_STACK[tr.ee.stack_kind(ret_sig)]
+            self.push(kind, self.widen(result, ret_ty, kind, tr.ee.is_signed(ret_sig)), ret_sig)
+
+    def new_object(self, info, ins):
+        tr = self.tr
+        owner = info.owner_type
+        if info.owner_is_value_type:
+            size, align = tr.ee.size_and_align(owner)
+            tmp = self.temp(f"[{size} x i8]", max(align, 1))
+            self.memset(tmp, size)
+            return SV("byref", tmp, owner)
+        cls = self.global_(tr.ee.class_handle(info.owner_token))
+        obj = self.helper("CORINFO_HELP_NEWSFAST", [f"ptr {cls}"])
+        return SV("obj", obj, owner)
+
+    def field_address(self, ins, obj):
+        f = self.tr.ee.field(ins.operand)
+        if f.is_static:
+            return self.global_(self.tr.ee.static_field_address(ins.operand)), f
+        if obj.kind == "obj":
+            self.null_check(obj.op)
+        offset = str(f.offset) if f.offset is not None else \
+            f"ptrtoint (ptr {self.global_(self.tr.ee.field_offset_symbol(ins.operand))} to i64)"
+        base = obj.op if obj.ty == "ptr" else self.narrow(obj, "ptr")
+        return self.gep(base, offset), f
+
+    def ldfld(self, ins):
+        stem = ins.op.name
+        static = stem.startswith("lds")
+        obj = None if static else self.pop(ins.offset)
+        addr, f = self.field_address(ins, obj) if not static else self.field_address(ins, None)
+        if stem.endswith("a"):
+            self.push("byref", addr)
+        else:
+            self.load_sig(addr, f.type)
+
+    def stfld(self, ins):
+        value = self.pop(ins.offset)
+        static = ins.op.name == "stsfld"
+        obj = None if static else self.pop(ins.offset)
+        addr, f = self.field_address(ins, obj)
+        self.store_sig(addr, value, f.type)
+
+    def ldstr(self, ins):
+        g = self.global_(self.tr.ee.string_literal(ins.operand), "ptr")
+        v = self.v("str")
+        self.emit(f"{v} = load ptr, ptr {g}")
+        self.push("obj", v)
+
+    def ldnull(self, ins):
+        self.push("obj", "null")
+
+    def cast(self, ins):
+        obj = self.pop(ins.offset)
+        cls = self.global_(self.tr.ee.class_handle(ins.operand))
+        helper = "CORINFO_HELP_CHKCASTANY" if ins.op.name == "castclass" else "CORINFO_HELP_ISINSTANCEOFANY"
+        self.push("obj", self.helper(helper, [f"ptr {cls}", f"ptr {obj.op}"]))
+
+    def box(self, ins):
+        sv = self.pop(ins.offset)
+        sig = self.tr.ee.token_type(ins.operand)
+        if self.tr.ee.stack_kind(sig) is StackKind.OBJ:
+            self.stack.append(sv)   # boxing a reference type is the identity (III.4.1)
+            return
+        if sv.kind == "vt":
+            addr = sv.op
+        else:
+            storage = self.tr.ee.storage_type(sig)
+            addr = self.temp(storage)
+            self.emit(f"store {storage} {self.narrow(sv, storage)}, ptr {addr}")
+        cls = self.global_(self.tr.ee.class_handle(ins.operand))
+        self.push("obj", self.helper("CORINFO_HELP_BOX", [f"ptr {cls}", f"ptr {addr}"]))
+
+    def unbox(self, ins):
+        obj = self.pop(ins.offset)
+        sig = self.tr.ee.token_type(ins.operand)
+        cls = self.global_(self.tr.ee.class_handle(ins.operand))
+        if ins.op.name == "unbox.any" and self.tr.ee.stack_kind(sig) is StackKind.OBJ:
+            self.push("obj", self.helper("CORINFO_HELP_CHKCASTANY", [f"ptr {cls}", f"ptr {obj.op}"]))
+            return
+        addr = self.helper("CORINFO_HELP_UNBOX", [f"ptr {cls}", f"ptr {obj.op}"])
+        if ins.op.name == "unbox":
+            self.push("byref", addr)
+        else:
+            self.load_sig(addr, sig)
+
+    # -- arrays ------------------------------------------------------------------------------------
+
+    def newarr(self, ins):
+        n = self.pop(ins.offset)
+        cls = self.global_(self.tr.ee.class_handle(ins.operand))
+        self.push("obj", self.helper("CORINFO_HELP_NEWARR_1_VC", [f"ptr {cls}", f"i64 {self.as_i64(n)}"]))
+
+    def array_length(self, arr):
+        self.null_check(arr)
+        addr = self.gep(arr, ARRAY_LENGTH_OFFSET)
+        n, w = self.v("len"), self.v()
+        self.emit(f"{n} = load i32, ptr {addr}")
+        self.emit(f"{w} = zext i32 {n} to i64")
+        return w
+
+    def ldlen(self, ins):
+        arr = self.pop(ins.offset)
+        self.push("nint", self.array_length(arr.op))
+
+    def element_address(self, arr, index, size):
+        length = self.array_length(arr.op)
+        idx = self.as_i64(index)
+        oob = self.v("oob")
+        self.emit(f"{oob} = icmp uge i64 {idx}, {length}")
+        self.check(oob, "array-bounds", "bounds")
+        scaled = self.v()
+        self.emit(f"{scaled} = mul i64 {idx}, {size}")
+        data = self.gep(arr.op, ARRAY_DATA_OFFSET)
+        return self.gep(data, scaled)
+
+    def element_sig_of(self, ins, stem):
+        if ins.op.operand is OperandKind.TYPE:
+            return self.tr.ee.token_type(ins.operand), None
+        return None, _ELEM[stem.rsplit(".", 1)[1]]
+
+    def ldelem(self, ins, stem):
+        index, arr = self.pop(ins.offset), self.pop(ins.offset)
+        sig, elem = self.element_sig_of(ins, stem)
+        size = self.tr.ee.size_and_align(sig)[0] if sig is not None else elem[3]
+        if stem == "ldelema":
+            self.push("byref", self.element_address(arr, index, size))
+            return
+        addr = self.element_address(arr, index, size)
+        if sig is not None:
+            self.load_sig(addr, sig)
+            return
+        storage, kind, signed, _ = elem
+        v = self.v()
+        self.emit(f"{v} = load {storage}, ptr {addr}")
+        self.push(kind, self.widen(v, storage, kind, signed))
+
+    def stelem(self, ins, stem):
+        value, index, arr = self.pop(ins.offset), self.pop(ins.offset), self.pop(ins.offset)
+        sig, elem = self.element_sig_of(ins, stem)
+        is_ref = (elem is not None and elem[0] == "ptr") or \
+            (sig is not None and self.tr.ee.stack_kind(sig) is StackKind.OBJ)
+        size = 8 if is_ref else (self.tr.ee.size_and_align(sig)[0] if sig is not None else elem[3])
+        addr = self.element_address(arr, index, size)
+        if is_ref:   # the store type check (ArrayTypeMismatchException) is the helper's
+            self.helper("CORINFO_HELP_ARRADDR_ST", [f"ptr {arr.op}", f"i64 {self.as_i64(index)}", f"ptr {value.op}"])
+        elif sig is not None:
+            self.store_sig(addr, value, sig)
+        else:
+            self.emit(f"store {elem[0]} {self.narrow(value, elem[0])}, ptr {addr}")
+
+    # -- indirect access -------------------------------------------------------------------------
+
+    def ldind(self, ins, stem):
+        addr = self.pop(ins.offset)
+        storage, kind, signed, _ = _ELEM[stem.rsplit(".", 1)[1]]
+        v = self.v()
+        self.emit(f"{v} = load {storage}, ptr {self.narrow(addr, 'ptr')}")
+        self.push(kind, self.widen(v, storage, kind, signed))
+
+    def stind(self, ins, stem):
+        value, addr = self.pop(ins.offset), self.pop(ins.offset)
+        storage = _ELEM[stem.rsplit(".", 1)[1]][0]
+        self.emit(f"store {storage} {self.narrow(value, storage)}, ptr {self.narrow(addr, 'ptr')}")
+
+    def ldobj(self, ins):
+        addr = self.pop(ins.offset)
+        self.load_sig(self.narrow(addr, "ptr"), self.tr.ee.token_type(ins.operand))
+
+    def stobj(self, ins):
+        value, addr = self.pop(ins.offset), self.pop(ins.offset)
+        self.store_sig(self.narrow(addr, "ptr"), value, self.tr.ee.token_type(ins.operand))
+
+    def initobj(self, ins):
+        addr = self.pop(ins.offset)
+        sig = self.tr.ee.token_type(ins.operand)
+        self.memset(self.narrow(addr, "ptr"), self.tr.ee.size_and_align(sig)[0])
+
+    def sizeof(self, ins):
+        self.push("i32", str(self.tr.ee.size_and_align(self.tr.ee.token_type(ins.operand))[0]))
+
+    def ldftn(self, ins):
+        info = self.tr.ee.method(ins.operand)
+        g = self.tr.ee.llvm_global(info.symbol)
+        self.tr.declares.setdefault(g, f"declare void {g}()")
+        v = self.v()
+        self.emit(f"{v} = ptrtoint ptr {g} to i64")
+        self.push("nint", v)
+
+    # -- stack ---------------------------------------------------------------------------------------
+
+    def dup(self, ins):
+        top = self.pop(ins.offset)
+        self.stack += [top, top]
+
+    def pop_(self, ins):
+        self.pop(ins.offset)
+
+
+def _float_literal(value: float) -> str:
+    """LLVM's exact hexadecimal double literal."""
+    import struct
+    return "0x%016X" % struct.unpack("<Q", struct.pack("<d", float(value)))[0]
+
+
+_SIMPLE = {
+    "nop": lambda t, i: None, "break": lambda t, i: None,
+    "ldnull": BlockTranslator.ldnull, "ldstr": BlockTranslator.ldstr,
+    "dup": BlockTranslator.dup, "pop": BlockTranslator.pop_,
+    "add": BlockTranslator.arith, "sub": BlockTranslator.arith, "mul": BlockTranslator.arith,
+    "div": BlockTranslator.arith, "div.un": BlockTranslator.arith, "rem": BlockTranslator.arith,
+    "rem.un": BlockTranslator.arith, "and": BlockTranslator.arith, "or": BlockTranslator.arith,
+    "xor": BlockTranslator.arith,
+    **{k: BlockTranslator.arith_ovf for k in _OVF_INTRINSIC},
+    "neg": BlockTranslator.unary, "not": BlockTranslator.unary,
+    "shl": BlockTranslator.shift, "shr": BlockTranslator.shift, "shr.un": BlockTranslator.shift,
+    "ceq": BlockTranslator.cmp_push, "cgt": BlockTranslator.cmp_push, "cgt.un": BlockTranslator.cmp_push,
+    "clt": BlockTranslator.cmp_push, "clt.un": BlockTranslator.cmp_push,
+    "ckfinite": BlockTranslator.ckfinite,
+    "switch": BlockTranslator.switch, "ret": BlockTranslator.ret,
+    "leave": BlockTranslator.leave, "endfinally": BlockTranslator.endfinally,
+    "endfilter": BlockTranslator.endfilter, "throw": BlockTranslator.throw, "rethrow": BlockTranslator.rethrow,
+    "call": BlockTranslator.call, "callvirt": BlockTranslator.call, "newobj": BlockTranslator.call,
+    "ldfld": BlockTranslator.ldfld, "ldflda": BlockTranslator.ldfld, "ldsfld": BlockTranslator.ldfld,
+    "ldsflda": BlockTranslator.ldfld, "stfld": BlockTranslator.stfld, "stsfld": BlockTranslator.stfld,
+    "castclass": BlockTranslator.cast, "isinst": BlockTranslator.cast, "box": BlockTranslator.box,
+    "unbox": BlockTranslator.unbox, "unbox.any": BlockTranslator.unbox,
+    "newarr": BlockTranslator.newarr, "ldlen": BlockTranslator.ldlen,
+    "ldobj": BlockTranslator.ldobj, "stobj": BlockTranslator.stobj, "initobj": BlockTranslator.initobj,
+    "sizeof": BlockTranslator.sizeof, "ldftn": BlockTranslator.ldftn,
+}
+
+_FAMILIES = [
+    ("ldc.", BlockTranslator.ldc),
+    ("ldarga", BlockTranslator.local_access), ("ldloca", BlockTranslator.local_access),
+    ("ldarg", BlockTranslator.local_access), ("ldloc", BlockTranslator.local_access),
+    ("starg", BlockTranslator.local_access), ("stloc", BlockTranslator.local_access),
+    ("conv.", BlockTranslator.conv),
+    ("ldelem", BlockTranslator.ldelem), ("stelem", BlockTranslator.stelem),
+    ("ldind.", BlockTranslator.ldind), ("stind.", BlockTranslator.stind),
+]
+
+# Branch opcodes are dispatched by flow, not by name.
+for _stem in ("br", "brtrue", "brfalse", "beq", "bne.un", "bge", "bge.un", "bgt", "bgt.un", "ble", "ble.un",
+              "blt", "blt.un"):
+    _SIMPLE[_stem] = BlockTranslator.branch
+
+
+def translate_block(tr, il_block, ctx, block, stack) -> None:
+    BlockTranslator(tr, il_block, ctx, block, stack).run()

@@ -1,0 +1,561 @@
+"""MSIL → LLVM IR with LLVM's Windows EH model (the reader proper).
+
+The driver is a worklist over (IL block, context) pairs. A *context* is one copy of a piece
+of IL in one funclet: the main body; a catch, filter-handler, finally or fault funclet (the
+code of a handler as run by the exception dispatch, under its pad); a normal-path copy of a
+finally (run by `leave`, in the context of its try); or an outlined filter function. The
+same IL block may be translated in several contexts (a block of a finally runs both on the
+normal path and as a cleanup funclet), and only reachable pairs are translated.
+
+EH shape (DESIGN.md decisions 2–6):
+* each try with catch / filter handlers gets, per context, one `catchswitch` whose
+  handlers are `catchpad within %cs [i32 <class token>]` (a filter handler's catchpad also
+  names its outlined filter function); leaving a catch is `catchret`, chained when a
+  `leave` exits nested handlers;
+* a try with a finally gets a `cleanuppad within <parent> []` (a fault: `[i32 1]`) that
+  runs the handler and ends in `cleanupret` to the next enclosing dispatch or the caller;
+  the normal path runs a *normal copy* of the finally, shared by all leaves that cross it
+  from one context, and an i32 *continuation selector* per such copy picks where its
+  `endfinally` goes (one switch case per distinct continuation; nested finallys chain).
+  `Options.clone_finally` instead gives every leave its own copy (no selector);
+* a filter's filter part becomes its own function `i32 (ptr exception, ptr establisher)`,
+  reaching the parent's locals through `llvm.localescape` / `llvm.localrecover`; the frame
+  pointer it recovers from the establisher frame uses two constants only known once the
+  parent is compiled, emitted as external symbols for the backend to resolve;
+* every call in a funclet carries `"funclet"(token %pad)`; a call under a try is an invoke.
+
+Stack values cross block boundaries through per-depth spill slots (allocas), so no PHI
+ever joins values from different funclets; LLVM's mem2reg/SROA clean up at O2.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from ..assembly.body import ClauseKind
+from ..assembly.loader import Assembly
+from ..errors import ReaderError
+from ..il.method import ILMethod
+from ..il.opcodes import Flow, OperandKind
+from ..il.regions import Region, RegionKind
+from .helpers import helper_declarations
+from .ir import Block, Function, quote_global
+from .jitee import JitEE, StackKind
+
+TRIPLE = "x86_64-pc-windows-msvc"
+DATALAYOUT = "e-m:w-p270:32:32-p271:32:32-p272:64:64-i64:64-i128:128-f80:128-n8:16:32:64-S128"
+PERSONALITY = "@ProcessCLRException"
+FILTER_CATCHPAD_MARKER = 0  # arg 0 of a filter handler's catchpad; arg 1 names its filter function
+
+# Array and string layout of CoreCLR x64 (also jitee's): length at 8, elements at 16.
+ARRAY_LENGTH_OFFSET = 8
+ARRAY_DATA_OFFSET = 16
+
+
+@dataclass(frozen=True)
+class Options:
+    clone_finally: bool = False   # one normal-path finally copy per leave instead of selectors
+
+
+@dataclass(frozen=True)
+class ReaderResult:
+    """The module text and what a test or a later stage asks about its EH structure."""
+
+    module: str
+    parent: str                     # the parent function's LLVM name
+    filters: tuple[str, ...]        # outlined filter functions
+    catchswitches: int
+    catchpads: int
+    cleanuppads: int
+    selector_cases: dict[str, int]  # normal-path finally copy -> number of switch cases
+    helper_calls: dict[str, int]    # CORINFO_HELP_* -> call sites
+
+
+# -- stack values ----------------------------------------------------------------------------
+
+_LLVM_OF_KIND = {"i32": "i32", "i64": "i64", "nint": "i64", "f": "double", "obj": "ptr",
+                 "byref": "ptr", "vt": "ptr"}
+
+
+@dataclass(frozen=True)
+class SV:
+    """One evaluation-stack entry: ECMA-335 stack kind, LLVM operand, and (value types) its sig."""
+
+    kind: str
+    op: str
+    sig: object = None
+
+    @property
+    def ty(self) -> str:
+        return _LLVM_OF_KIND[self.kind]
+
+
+_KIND_OF_STACK = {StackKind.INT32: "i32", StackKind.INT64: "i64", StackKind.NATIVE_INT: "nint",
+                  StackKind.F: "f", StackKind.OBJ: "obj", StackKind.BYREF: "byref", StackKind.VALUE: "vt"}
+
+
+# -- contexts --------------------------------------------------------------------------------
+
+@dataclass(eq=False)
+class Context:
+    """One copy of IL code in one funclet (see the module docstring)."""
+
+    tag: str                      # unique, for block labels
+    kind: str                     # main | catch | cleanup | finally-normal | filter
+    base: Region                  # the region this copy's code lies in
+    pad: str | None               # the funclet pad token (None: main body or normal copy in it)
+    fn: Function
+    outer: "Context | None" = None
+    anchor: Region | None = None  # where exceptions escaping `base` continue, in `outer`
+    handler: Region | None = None  # for catch/cleanup: the handler region
+    selector: str | None = None   # finally-normal: its continuation slot
+    continuations: list[str] = field(default_factory=list)  # finally-normal: labels, by case
+    switch_blocks: list[Block] = field(default_factory=list)  # endfinally sites to fill
+
+
+class Translator:
+    def __init__(self, asm: Assembly, m: ILMethod, ee: JitEE | None = None, options: Options = Options()):
+        self.asm, self.m, self.options = asm, m, options
+        self.ee = ee or JitEE(asm)
+        self.namer = _comment_safe(asm.names.token)
+        self.body = m.body
+        self.rid = m.body.token & 0xFFFFFF
+        self.tree = m.regions
+        self.where = f"0x{m.body.token:08X} {m.body.name}"
+        self.block_at = {b.start: b for b in m.blocks}
+        self.instr_index = {ins.offset: i for i, ins in enumerate(m.instructions)}
+        self.declares: dict[str, str] = {}
+        self.globals: dict[str, str] = {}
+        self.helper_calls: dict[str, int] = {}
+        self.counts = {"catchswitch": 0, "catchpad": 0, "cleanuppad": 0}
+        self.filters: list[Function] = []
+        self.parent_name = quote_global(_mangle(m.body.name, m.body.token))
+        self.contexts: dict[tuple, Context] = {}
+        self.translated: dict[tuple, Block] = {}
+        self.entry_shapes: dict[tuple, tuple] = {}
+        self.worklist: list[tuple[int, Context]] = []
+        self.dispatch_blocks: dict[tuple, Block] = {}
+        self.normal_copies: dict[tuple, Context] = {}
+        self.escaped: list[str] = []      # allocas the parent escapes for filters (index = position)
+        self.escape_index: dict[str, int] = {}
+        self.spill_slots: dict[tuple, str] = {}
+
+    # -- errors ----------------------------------------------------------------------------
+
+    def fail(self, reason: str, offset: int | None, kind: str) -> ReaderError:
+        return ReaderError(reason, method=self.where, offset=offset, kind=kind)
+
+    # -- driver ----------------------------------------------------------------------------
+
+    def run(self) -> ReaderResult:
+        if self.m.errors:
+            raise self.m.errors[0]
+        self._check_supported()
+        self.arg_sigs = self.ee.arg_types(self.rid)
+        self.local_sigs = self.ee.local_types(self.body)
+        info = self.ee.compiled_method(self.rid)
+        self.ret_sig = info.return_type
+        params = [(t, f"%p{i}") for i, t in enumerate(self._param_llvm_types(info))]
+        fn = Function(self.parent_name, self._ret_llvm(info), params, personality=PERSONALITY)
+        self.fn = fn
+        self.args = [fn.alloca(f"%arg{i}", self._storage(s)) for i, s in enumerate(self.arg_sigs)]
+        self.locals = [fn.alloca(f"%loc{i}", self._storage(s)) for i, s in enumerate(self.local_sigs)]
+        for i, s in enumerate(self.arg_sigs):
+            fn.entry.emit(f"store {self._param_type(s)} %p{i + self._param_shift(i)}, ptr {self.args[i]}")
+        main = Context("m", "main", self.tree.root, None, fn)
+        self.main = main
+        self._enqueue(0, main, ())
+        fn.entry.terminate(f"br label %{self._label(0, main)}")
+        self._drain()
+        self._finish_selectors()
+        if self.filters:
+            self._emit_localescape()
+        return self._module()
+
+    def _check_supported(self) -> None:
+        for r in self.tree.regions:
+            if r.kind is RegionKind.TRY and len(r.handlers) > 1:
+                kinds = {self.tree.regions[h].kind for h in r.handlers}
+                if kinds & {RegionKind.FINALLY, RegionKind.FAULT}:
+                    raise self.fail("a try with both a finally/fault and other handlers (mutual protection "
+                                    "mixing cleanup and catch) is not supported", r.start, "mixed-handlers-on-try")
+            if r.kind is RegionKind.TRY:
+                h = self.tree.enclosing_handler(r)
+                if h is not None and h.kind is RegionKind.FILTER:
+                    raise self.fail("a try inside a filter part is not supported (filters are outlined "
+                                    "functions without EH)", r.start, "try-in-filter")
+
+    def _enqueue(self, offset: int, ctx: Context, shape: tuple) -> str:
+        key = (offset, id(ctx))
+        if key in self.entry_shapes:
+            if self.entry_shapes[key] != shape:
+                raise self.fail(f"stack at IL_{offset:04x} differs between predecessors: "
+                                f"{self.entry_shapes[key]} vs {shape}", offset, "stack-mismatch")
+        else:
+            self.entry_shapes[key] = shape
+            self.worklist.append((offset, ctx))
+        return self._label(offset, ctx)
+
+    def _label(self, offset: int, ctx: Context) -> str:
+        return f"IL_{offset:04x}.{ctx.tag}" if ctx.tag != "m" else f"IL_{offset:04x}"
+
+    def _drain(self) -> None:
+        while self.worklist:
+            offset, ctx = self.worklist.pop(0)
+            key = (offset, id(ctx))
+            if key in self.translated:
+                continue
+            block = ctx.fn.new_block(self._label(offset, ctx))
+            self.translated[key] = block
+            shape = self.entry_shapes[key]
+            stack = [SV(k, self._spill_load(block, ctx, depth, k, sig), sig) for depth, (k, sig) in enumerate(shape)]
+            self._translate_block(self.block_at[offset], ctx, block, stack)
+
+    # -- spill slots -----------------------------------------------------------------------
+
+    def _spill_slot(self, ctx: Context, depth: int, kind: str) -> str:
+        fn = ctx.fn
+        key = (id(fn), depth, kind)
+        if key not in self.spill_slots:
+            self.spill_slots[key] = fn.alloca(f"%stk{depth}.{kind}", _LLVM_OF_KIND[kind])
+        return self.spill_slots[key]
+
+    def _spill_load(self, block: Block, ctx: Context, depth: int, kind: str, sig) -> str:
+        slot = self._spill_slot(ctx, depth, kind)
+        v = ctx.fn.value()
+        block.emit(f"{v} = load {_LLVM_OF_KIND[kind]}, ptr {slot}")
+        return v
+
+    def _spill_stack(self, block: Block, ctx: Context, stack: list[SV]) -> tuple:
+        for depth, sv in enumerate(stack):
+            block.emit(f"store {sv.ty} {sv.op}, ptr {self._spill_slot(ctx, depth, sv.kind)}")
+        return tuple((sv.kind, sv.sig) for sv in stack)
+
+    # -- EH structure ----------------------------------------------------------------------
+
+    def unwind_label(self, region: Region, ctx: Context) -> str | None:
+        """Where an exception raised in `region` (as copied in `ctx`) goes: the dispatch of the
+        innermost try between `region` and the context's base, else the context's escape."""
+        r: Region | None = region
+        while r is not None and r is not ctx.base:
+            if r.kind is RegionKind.TRY:
+                return self.dispatch(r, ctx)
+            r = self.tree.regions[r.parent] if r.parent is not None else None
+        if ctx.outer is None:
+            return None
+        return self.unwind_label(ctx.anchor, ctx.outer)
+
+    def _parent_token(self, ctx: Context) -> str:
+        return ctx.pad if ctx.pad is not None else "none"
+
+    def dispatch(self, t: Region, ctx: Context) -> str:
+        key = (t.index, id(ctx))
+        if key in self.dispatch_blocks:
+            return self.dispatch_blocks[key].label
+        fn = ctx.fn
+        parent_region = self.tree.regions[t.parent]
+        unwind = self.unwind_label(parent_region, ctx)
+        unwind_text = f"label %{unwind}" if unwind else "to caller"
+        handlers = [self.tree.regions[h] for h in t.handlers]
+        suffix = f".{ctx.tag}" if ctx.tag != "m" else ""
+        if handlers[0].kind.is_cleanup:
+            h = handlers[0]
+            block = fn.new_block(f"{h.kind.value}{h.clauses[0]}{suffix}", comment=f"IL clause #{h.clauses[0]}")
+            self.dispatch_blocks[key] = block
+            pad = fn.value("cp")
+            args = "[i32 1]" if h.kind is RegionKind.FAULT else "[]"
+            block.emit(f"{pad} = cleanuppad within {self._parent_token(ctx)} {args}")
+            self.counts["cleanuppad"] += 1
+            sub = self._context(("cleanup", h.index, id(ctx)), "cleanup", h, pad, fn, ctx, parent_region, h)
+            block.terminate(f"br label %{self._enqueue(h.start, sub, ())}")
+            return block.label
+        block = fn.new_block(f"dispatch{t.index}{suffix}", comment=f"try IL_{t.start:04x}..IL_{t.end:04x}")
+        self.dispatch_blocks[key] = block
+        cs = fn.value("cs")
+        pads = []
+        for h in handlers:
+            clause = self.tree.clauses[h.clauses[0]]
+            pad_block = fn.new_block(f"{h.kind.value}{clause.index}{suffix}", comment=f"IL clause #{clause.index}")
+            pad = fn.value("cp")
+            if clause.kind is ClauseKind.CATCH:
+                args = f"[i32 {_i32(clause.class_token)}]"
+            else:
+                filter_fn = self._outline_filter(clause, h)
+                args = f"[i32 {FILTER_CATCHPAD_MARKER}, ptr {filter_fn}]"
+            pad_block.emit(f"{pad} = catchpad within {cs} {args}")
+            self.counts["catchpad"] += 1
+            ex = fn.value("ex")
+            pad_block.emit(f"{ex} = call ptr @llvm.eh.exceptionpointer.p0(token {pad})")
+            self.declares["llvm.eh.exceptionpointer"] = "declare ptr @llvm.eh.exceptionpointer.p0(token)"
+            sub = self._context(("catch", h.index, id(ctx)), "catch", h, pad, fn, ctx, parent_region, h)
+            shape = self._spill_stack(pad_block, sub, [SV("obj", ex)])
+            pad_block.terminate(f"br label %{self._enqueue(h.start, sub, shape)}")
+            pads.append(pad_block.label)
+        labels = ", ".join(f"label %{p}" for p in pads)
+        block.terminate(f"{cs} = catchswitch within {self._parent_token(ctx)} [{labels}] unwind {unwind_text}")
+        self.counts["catchswitch"] += 1
+        return block.label
+
+    def _context(self, key, kind, base, pad, fn, outer, anchor, handler=None) -> Context:
+        if key not in self.contexts:
+            self.contexts[key] = Context(f"c{len(self.contexts) + 1}", kind, base, pad, fn, outer, anchor, handler)
+        return self.contexts[key]
+
+    # -- leave -----------------------------------------------------------------------------
+
+    def leave(self, block: Block, ctx: Context, src: Region, target: int, offset: int) -> None:
+        """Exit the regions between `src` and `target`, running finallys and catchrets."""
+        dst = self.tree.innermost(target)
+        src_path, dst_path = self.tree.path(src), self.tree.path(dst)
+        n = 0
+        while n < min(len(src_path), len(dst_path)) and src_path[n] is dst_path[n]:
+            n += 1
+        exited = list(reversed(src_path[n:]))
+        self._leave_steps(block, ctx, exited, target, offset)
+
+    def _leave_steps(self, block: Block, ctx: Context, exited: list[Region], target: int, offset: int) -> None:
+        fn = ctx.fn
+        for i, r in enumerate(exited):
+            if r.kind is RegionKind.TRY:
+                h = self.tree.regions[r.handlers[0]]
+                if h.kind is RegionKind.FINALLY:
+                    cont = fn.new_block(f"leave{offset:04x}.after{h.clauses[0]}")
+                    self._run_finally(block, ctx, r, h, cont.label)
+                    self._leave_steps(cont, ctx, exited[i + 1:], target, offset)
+                    return
+            elif r.kind.is_catchlike:
+                if ctx.handler is not r:
+                    raise self.fail(f"leave exits {r.label} outside its funclet", offset, "leave-context")
+                cont = ctx.outer.fn.new_block(f"leave{offset:04x}.from{r.clauses[0]}")
+                block.terminate(f"catchret from {ctx.pad} to label %{cont.label}")
+                self._leave_steps(cont, ctx.outer, exited[i + 1:], target, offset)
+                return
+            elif r is ctx.base and ctx.kind == "finally-normal":
+                raise self.fail("leave out of a finally", offset, "leave-context")
+        block.terminate(f"br label %{self._enqueue(target, ctx, ())}")
+
+    def _run_finally(self, block: Block, ctx: Context, t: Region, h: Region, cont: str) -> None:
+        """Run finally `h` (of try `t`) on the normal path from `ctx`, then go to `cont`."""
+        parent_region = self.tree.regions[t.parent]
+        if self.options.clone_finally:
+            key = ("finally-normal", h.index, id(ctx), cont)
+        else:
+            key = ("finally-normal", h.index, id(ctx))
+        new = key not in self.contexts
+        copy = self._context(key, "finally-normal", h, ctx.pad, ctx.fn, ctx, parent_region, h)
+        if new and not self.options.clone_finally:
+            copy.selector = ctx.fn.alloca(f"%sel{h.clauses[0]}.{copy.tag}", "i32", 4)
+        if self.options.clone_finally:
+            copy.continuations = [cont]
+        else:
+            if cont not in copy.continuations:
+                copy.continuations.append(cont)
+            block.emit(f"store i32 {copy.continuations.index(cont)}, ptr {copy.selector}")
+        block.terminate(f"br label %{self._enqueue(h.start, copy, ())}")
+
+    def _endfinally(self, block: Block, ctx: Context, offset: int) -> None:
+        if ctx.kind == "cleanup":
+            unwind = self.unwind_label(ctx.anchor, ctx.outer)
+            block.terminate(f"cleanupret from {ctx.pad} unwind " + (f"label %{unwind}" if unwind else "to caller"))
+        elif ctx.kind == "finally-normal":
+            if self.options.clone_finally:
+                block.terminate(f"br label %{ctx.continuations[0]}")
+            else:
+                ctx.switch_blocks.append(block)   # filled once every continuation is known
+        else:
+            raise self.fail("endfinally outside a finally copy", offset, "endfinally-context")
+
+    def _finish_selectors(self) -> None:
+        self.selector_cases = {}
+        for ctx in self.contexts.values():
+            if ctx.kind != "finally-normal" or self.options.clone_finally:
+                continue
+            self.selector_cases[f"{ctx.handler.label} in {ctx.outer.tag}"] = len(ctx.continuations)
+            for block in ctx.switch_blocks:
+                v = ctx.fn.value("sel")
+                block.emit(f"{v} = load i32, ptr {ctx.selector}")
+                cases = " ".join(f"i32 {i}, label %{c}" for i, c in enumerate(ctx.continuations[1:], start=1))
+                block.terminate(f"switch i32 {v}, label %{ctx.continuations[0]} [{cases}]")
+
+    # -- filters ---------------------------------------------------------------------------
+
+    def _outline_filter(self, clause, handler: Region) -> str:
+        name = quote_global(_mangle(self.body.name, self.body.token) + f"$filter{clause.index}")
+        fregion = self.tree.regions[handler.filter_region]
+        if any(f.name == name for f in self.filters):
+            return name
+        fn = Function(name, "i32", [("ptr", "%exception"), ("ptr", "%establisher")])
+        self.filters.append(fn)
+        # Parent frame pointer: PSPSym at [establisher + psp slot], plus the SET_FPREG offset;
+        # both constants exist only after the parent is compiled (resolved by the backend).
+        base = _mangle(self.body.name, self.body.token)
+        psp_slot = self._external_constant(f"{base}$psp_slot_offset")
+        fp_off = self._external_constant(f"{base}$fp_offset")
+        e = fn.entry
+        e.emit(f"%psp.addr = getelementptr i8, ptr %establisher, i64 ptrtoint (ptr {psp_slot} to i64)")
+        e.emit("%psp = load ptr, ptr %psp.addr")
+        e.emit(f"%fp = getelementptr i8, ptr %psp, i64 ptrtoint (ptr {fp_off} to i64)")
+        ctx = Context(f"f{clause.index}", "filter", fregion, None, fn, handler=handler)
+        ctx.recovered = {}
+        self.contexts[("filter", clause.index)] = ctx
+        shape = self._spill_stack(e, ctx, [SV("obj", "%exception")])
+        e.terminate(f"br label %{self._enqueue(fregion.start, ctx, shape)}")
+        return name
+
+    def _external_constant(self, name: str) -> str:
+        g = quote_global(name)
+        self.globals[g] = f"{g} = external global i8"
+        return g
+
+    def slot(self, ctx: Context, block: Block, which: str, index: int) -> str:
+        """The address of argument or local `index` as seen from `ctx` (filters recover it)."""
+        own = (self.args if which == "arg" else self.locals)[index]
+        if ctx.kind != "filter":
+            return own
+        if own not in self.escape_index:
+            self.escape_index[own] = len(self.escaped)
+            self.escaped.append(own)
+        if own not in ctx.recovered:
+            v = f"%rec.{own[1:]}"
+            ctx.fn.entry.lines.insert(-1 if ctx.fn.entry.terminated else len(ctx.fn.entry.lines),
+                                      f"{v} = call ptr @llvm.localrecover(ptr {self.parent_name}, ptr %fp, "
+                                      f"i32 {self.escape_index[own]})")
+            ctx.recovered[own] = v
+            self.declares["llvm.localrecover"] = "declare ptr @llvm.localrecover(ptr, ptr, i32)"
+        return ctx.recovered[own]
+
+    def _emit_localescape(self) -> None:
+        if not self.escaped:
+            return
+        self.declares["llvm.localescape"] = "declare void @llvm.localescape(...)"
+        args = ", ".join(f"ptr {a}" for a in self.escaped)
+        self.fn.entry.lines.insert(0, f"call void (...) @llvm.localescape({args})")
+
+    # -- calls -----------------------------------------------------------------------------
+
+    def call(self, block: Block, ctx: Context, region: Region, ret: str, callee: str, args: list[str],
+             offset: int, noreturn: bool = False, fnty: str | None = None) -> tuple[Block, str | None]:
+        """A call at `offset`: an invoke if a dispatch protects it, with the funclet bundle in a
+        funclet. Returns the block to continue in and the result value."""
+        bundle = f" [ \"funclet\"(token {ctx.pad}) ]" if ctx.pad is not None else ""
+        unwind = self.unwind_label(region, ctx) if ctx.kind != "filter" else None
+        result = ctx.fn.value() if ret != "void" else None
+        lhs = f"{result} = " if result else ""
+        argtext = ", ".join(args)
+        callee_ty = fnty or ret
+        if unwind is None:
+            block.emit(f"{lhs}call {callee_ty} {callee}({argtext}){bundle}")
+            if noreturn:
+                block.terminate("unreachable")
+                return block, result
+            return block, result
+        cont = ctx.fn.new_block(f"IL_{offset:04x}.cont" + (f".{ctx.tag}" if ctx.tag != "m" else ""))
+        next_label = cont.label
+        if noreturn:
+            unr = ctx.fn.new_block("unreachable" + (f".{ctx.tag}" if ctx.tag != "m" else ""))
+            unr.terminate("unreachable")
+            next_label = unr.label
+        block.terminate(f"{lhs}invoke {callee_ty} {callee}({argtext}){bundle} to label %{next_label} "
+                        f"unwind label %{unwind}")
+        if noreturn:
+            cont.terminate("unreachable")
+        return cont, result
+
+    def helper(self, block: Block, ctx: Context, region: Region, name: str, args: list[str], offset: int):
+        decl = helper_declarations()[name]
+        self.declares[name] = decl.declaration
+        self.helper_calls[name] = self.helper_calls.get(name, 0) + 1
+        return self.call(block, ctx, region, decl.ret, f"@{name}", args, offset, noreturn=decl.noreturn)
+
+    def check(self, block: Block, ctx: Context, region: Region, cond: str, helper_name: str, offset: int,
+              what: str) -> Block:
+        """Branch to a cold block calling a noreturn throw helper when `cond` (i1) holds."""
+        suffix = f".{ctx.tag}" if ctx.tag != "m" else ""
+        cold = ctx.fn.new_block(f"IL_{offset:04x}.{what}{suffix}", comment=f"throws via {helper_name}")
+        ok = ctx.fn.new_block(f"IL_{offset:04x}.ok{suffix}")
+        block.terminate(f"br i1 {cond}, label %{cold.label}, label %{ok.label}, !prof !0")
+        end, _ = self.helper(cold, ctx, region, helper_name, [], offset)
+        if not end.terminated:
+            end.terminate("unreachable")
+        return ok
+
+    # -- module ----------------------------------------------------------------------------
+
+    def _module(self) -> ReaderResult:
+        parts = [f"; llilc-eh reader: {self.where}",
+                 f'target datalayout = "{DATALAYOUT}"', f'target triple = "{TRIPLE}"', ""]
+        parts.extend(sorted(self.globals.values()))
+        parts.append("")
+        parts.append(self.fn.text())
+        for f in self.filters:
+            parts.append("")
+            parts.append(f.text())
+        parts.append("")
+        parts.append("declare i32 @ProcessCLRException(...)")
+        parts.extend(self.declares[k] for k in sorted(self.declares))
+        parts.append('!0 = !{!"branch_weights", i32 1, i32 1048575}')
+        return ReaderResult("\n".join(parts) + "\n", self.parent_name, tuple(f.name for f in self.filters),
+                            self.counts["catchswitch"], self.counts["catchpad"], self.counts["cleanuppad"],
+                            dict(self.selector_cases), dict(sorted(self.helper_calls.items())))
+
+    # -- types -----------------------------------------------------------------------------
+
+    def _storage(self, sig) -> str:
+        return self.ee.storage_type(sig)
+
+    def _param_type(self, sig) -> str:
+        return "ptr" if self.ee.stack_kind(sig) is StackKind.VALUE else self.ee.storage_type(sig)
+
+    def _param_llvm_types(self, info) -> list[str]:
+        types = [self._param_type(s) for s in self.arg_sigs]
+        if self._returns_vt(self.ret_sig if hasattr(self, "ret_sig") else info.return_type):
+            types.insert(1 if info.has_this else 0, "ptr")
+        return types
+
+    def _param_shift(self, i: int) -> int:
+        has_this = self.ee.compiled_method(self.rid).has_this
+        if not self._returns_vt(self.ret_sig):
+            return 0
+        return 1 if (i >= 1 or not has_this) else 0
+
+    def _returns_vt(self, sig) -> bool:
+        return sig is not None and not _is_void(sig) and self.ee.stack_kind(sig) is StackKind.VALUE
+
+    def _ret_llvm(self, info) -> str:
+        if _is_void(info.return_type) or self._returns_vt(info.return_type):
+            return "void"
+        return self.ee.storage_type(info.return_type)
+
+    # -- the opcode translation lives in opcodes.py ----------------------------------------
+
+    def _translate_block(self, il_block, ctx: Context, block: Block, stack: list[SV]) -> None:
+        from .opcodes import translate_block
+        translate_block(self, il_block, ctx, block, stack)
+
+
+def _comment_safe(namer):
+    """Token names for IR comments: one line, whatever the string literal holds."""
+    def name(token: int) -> str:
+        try:
+            return namer(token).replace("\n", " ").replace("\r", " ")
+        except Exception:  # noqa: BLE001 - a comment must never fail a translation
+            return f"0x{token:08X}"
+    return name
+
+
+def _is_void(sig) -> bool:
+    return getattr(sig, "element_type", None) is not None and sig.element_type.name == "VOID"
+
+
+def _i32(value: int) -> int:
+    return struct.unpack("<i", struct.pack("<I", value & 0xFFFFFFFF))[0]
+
+
+def _mangle(name: str, token: int) -> str:
+    return f"{name}$0x{token:08X}"
+
+
+def translate(asm: Assembly, m: ILMethod, ee: JitEE | None = None, options: Options = Options()) -> ReaderResult:
+    """The reader stage's entry point: one method → one LLVM module (parent + outlined filters)."""
+    return Translator(asm, m, ee, options).run()

@@ -1,0 +1,581 @@
+"""The funclet lint: legal modules are clean, each rule finds its violation, and LLVM really
+punishes what the lint reports.
+
+Every module here is hand-written IR in the reader's shape (triple x86_64-pc-windows-msvc,
+personality ProcessCLRException, catchswitch/catchpad for catch, cleanuppad for finally and
+fault, a filter's catchpad naming its outlined filter). Legal modules must lint clean, pass
+LLVM's verifier and compile. Each violating module breaks one rule; the test pins the exact
+set of rules that fire (a violation may imply another, e.g. a catchret into the main body from
+a nested catch also puts a block in two funclets) and whether LLVM's verifier notices — where
+it does not, only the lint stands between the reader and silently wrong code.
+
+The last tests compile modules with LLVM 22 for x86_64-pc-windows-msvc and read the assembly:
+an unbundled call in a funclet (or one whose bundle names the enclosing funclet) is deleted
+together with the rest of its block, which ends in `int3`; a `ret` in a funclet deletes the
+funclet's body; a non-constant catchpad argument aborts the process (in a subprocess here).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import llvmlite.binding as llvm
+import pytest
+
+from llilc_eh.errors import ReaderError
+from llilc_eh.reader.helpers import HELPERS
+from llilc_eh.reader.lint import RULES, LintFinding, _functions, check_module, lint, verify
+
+TRIPLE = "x86_64-pc-windows-msvc"
+
+HEADER = f"""target triple = "{TRIPLE}"
+declare i32 @ProcessCLRException(...)
+declare void @f(i32)
+declare void @g()
+declare ptr @llvm.eh.exceptionpointer.p0(token)
+declare {{i32, i1}} @llvm.sadd.with.overflow.i32(i32, i32)
+{HELPERS["CORINFO_HELP_THROWNULLREF"].declaration}
+{HELPERS["CORINFO_HELP_OVERFLOW"].declaration}
+{HELPERS["CORINFO_HELP_THROW"].declaration}
+"""
+
+
+def module(body: str, extra: str = "", name: str = "m") -> str:
+    """A module with one EH function `@name(i32 %x)` whose blocks are `body`."""
+    body = textwrap.dedent(body).strip("\n")
+    return (HEADER + extra + f"\ndefine i32 @{name}(i32 %x) personality ptr @ProcessCLRException {{\n"
+            + body + "\n}\n")
+
+
+# --------------------------------------------------------------------------------------------
+# Legal modules
+
+LEGAL = {
+    # try { g() } catch A { f(1) } catch B { store exception } ; both continue in the main body
+    "catch": module("""
+        entry:
+          %slot = alloca ptr
+          %xs = alloca i32
+          store i32 %x, ptr %xs
+          invoke void @g() to label %done unwind label %cs
+        done:
+          %v = load i32, ptr %xs
+          ret i32 %v
+        cs:
+          %sw = catchswitch within none [label %h1, label %h2] unwind to caller
+        h1:
+          %p1 = catchpad within %sw [i32 16777217]
+          %a = load i32, ptr %xs
+          call void @f(i32 %a) [ "funclet"(token %p1) ]
+          catchret from %p1 to label %done
+        h2:
+          %p2 = catchpad within %sw [i32 16777218]
+          %e = call ptr @llvm.eh.exceptionpointer.p0(token %p2)
+          store ptr %e, ptr %slot
+          catchret from %p2 to label %after
+        after:
+          ret i32 -1
+        """),
+    # try { g() } finally { f(0) }: the normal path runs a copy chosen by a continuation selector
+    "finally-with-selector": module("""
+        entry:
+          %sel = alloca i32
+          store i32 1, ptr %sel
+          invoke void @g() to label %leave unwind label %fin
+        leave:
+          call void @f(i32 0)
+          %s = load i32, ptr %sel
+          switch i32 %s, label %bad [
+            i32 0, label %t0
+            i32 1, label %t1
+          ]
+        t0:
+          br label %join
+        t1:
+          br label %join
+        join:
+          %r = phi i32 [ 0, %t0 ], [ %s, %t1 ]
+          ret i32 %r
+        bad:
+          unreachable
+        fin:
+          %c = cleanuppad within none []
+          call void @f(i32 0) [ "funclet"(token %c) ]
+          cleanupret from %c unwind to caller
+        """),
+    # try { try { g() } fault { f(2) } } catch { }: the fault unwinds to the outer dispatch
+    "fault-in-try": module("""
+        entry:
+          invoke void @g() to label %done unwind label %fault
+        done:
+          ret i32 0
+        fault:
+          %c = cleanuppad within none [i32 1]
+          invoke void @f(i32 2) [ "funclet"(token %c) ] to label %fault.end unwind label %cs
+        fault.end:
+          cleanupret from %c unwind label %cs
+        cs:
+          %sw = catchswitch within none [label %h] unwind to caller
+        h:
+          %p = catchpad within %sw [i32 16777217]
+          catchret from %p to label %done
+        """),
+    # try { g() } catch { try { g() } catch { } f(3) }: the inner catchret continues in the outer catch
+    "catch-in-catch": module("""
+        entry:
+          invoke void @g() to label %done unwind label %cs
+        done:
+          ret i32 0
+        cs:
+          %sw = catchswitch within none [label %h1] unwind to caller
+        h1:
+          %p1 = catchpad within %sw [i32 16777217]
+          invoke void @g() [ "funclet"(token %p1) ] to label %h1.cont unwind label %cs2
+        h1.cont:
+          call void @f(i32 3) [ "funclet"(token %p1) ]
+          catchret from %p1 to label %done
+        cs2:
+          %sw2 = catchswitch within %p1 [label %h2] unwind to caller
+        h2:
+          %p2 = catchpad within %sw2 [i32 16777218]
+          catchret from %p2 to label %h1.cont
+        """),
+    # try { g() } finally { try { g() } catch { } }
+    "try-in-finally": module("""
+        entry:
+          invoke void @g() to label %done unwind label %fin
+        done:
+          ret i32 0
+        fin:
+          %c = cleanuppad within none []
+          invoke void @g() [ "funclet"(token %c) ] to label %fin.end unwind label %cs
+        fin.end:
+          cleanupret from %c unwind to caller
+        cs:
+          %sw = catchswitch within %c [label %h] unwind to caller
+        h:
+          %p = catchpad within %sw [i32 16777217]
+          catchret from %p to label %fin.end
+        """),
+    # try { g() } filter { @filter } { handler }: marker 0 and the outlined filter function
+    "filter": module("""
+        entry:
+          invoke void @g() to label %done unwind label %cs
+        done:
+          ret i32 0
+        cs:
+          %sw = catchswitch within none [label %h] unwind to caller
+        h:
+          %p = catchpad within %sw [i32 0, ptr @m.filter0]
+          %e = call ptr @llvm.eh.exceptionpointer.p0(token %p)
+          catchret from %p to label %done
+        """, extra="define i32 @m.filter0(ptr %exception, ptr %establisher) {\n  ret i32 1\n}\n"),
+    # explicit implicit checks: a null check invoking its throw helper under a try, and an
+    # add.ovf in a catch funclet (the intrinsic needs no bundle: nounwind) calling its helper
+    "implicit-checks": module("""
+        entry:
+          %xs = alloca i32
+          store i32 %x, ptr %xs
+          %obj = inttoptr i32 %x to ptr
+          %isnull = icmp eq ptr %obj, null
+          br i1 %isnull, label %nullref, label %ok
+        nullref:
+          invoke void @CORINFO_HELP_THROWNULLREF() to label %unreachable unwind label %cs
+        unreachable:
+          unreachable
+        ok:
+          ret i32 0
+        cs:
+          %sw = catchswitch within none [label %h] unwind to caller
+        h:
+          %p = catchpad within %sw [i32 16777217]
+          %a = load i32, ptr %xs
+          %r = call {i32, i1} @llvm.sadd.with.overflow.i32(i32 %a, i32 1)
+          %o = extractvalue {i32, i1} %r, 1
+          br i1 %o, label %ovf, label %h.ok
+        ovf:
+          call void @CORINFO_HELP_OVERFLOW() [ "funclet"(token %p) ]
+          unreachable
+        h.ok:
+          %sum = extractvalue {i32, i1} %r, 0
+          store i32 %sum, ptr %xs
+          catchret from %p to label %ok
+        """),
+    # the "catch" shape with numbered (unnamed) values and blocks
+    "numbered": HEADER + textwrap.dedent("""
+        define i32 @m(i32 %0) personality ptr @ProcessCLRException {
+          %2 = alloca i32
+          invoke void @g() to label %3 unwind label %4
+        3:
+          ret i32 0
+        4:
+          %5 = catchswitch within none [label %6] unwind to caller
+        6:
+          %7 = catchpad within %5 [i32 16777217]
+          %8 = load i32, ptr %2
+          call void @f(i32 %8) [ "funclet"(token %7) ]
+          catchret from %7 to label %3
+        }
+        """),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LEGAL))
+def test_legal_module_is_clean_verified_and_compiles(name):
+    text = LEGAL[name]
+    assert lint(text) == []
+    verify(text)
+    check_module(text)
+    for opt in (0, 2):
+        assert "ProcessCLRException" in _assembly(text, opt)
+
+
+# --------------------------------------------------------------------------------------------
+# One violation per rule: (rule, module, LLVM's verifier accepts it, every rule that fires,
+# a piece of the offending instruction, the block named)
+
+VIOLATIONS = {
+    "missing-funclet-bundle": (module("""
+        entry:
+          invoke void @g() to label %done unwind label %cs
+        done:
+          ret i32 0
+        cs:
+          %sw = catchswitch within none [label %h] unwind to caller
+        h:
+          %p = catchpad within %sw [i32 16777217]
+          call void @f(i32 1)
+          catchret from %p to label %done
+        """), True, {"missing-funclet-bundle"}, "call void @f(i32 1)", "%h"),
+    # the bundle names the enclosing catch's pad: verified, and silently deleted
+    "wrong-funclet-bundle": (module("""
+        entry:
+          invoke void @g() to label %done unwind label %cs
+        done:
+          ret i32 0
+        cs:
+          %sw = catchswitch within none [label %h1] unwind to caller
+        h1:
+          %p1 = catchpad within %sw [i32 16777217]
+          invoke void @g() [ "funclet"(token %p1) ] to label %h1.cont unwind label %cs2
+        h1.cont:
+          catchret from %p1 to label %done
+        cs2:
+          %sw2 = catchswitch within %p1 [label %h2] unwind to caller
+        h2:
+          %p2 = catchpad within %sw2 [i32 16777218]
+          call void @f(i32 7) [ "funclet"(token %p1) ]
+          catchret from %p2 to label %h1.cont
+        """), True, {"wrong-funclet-bundle"}, '@f(i32 7) [ "funclet"(token %p1) ]', "%h2"),
+    "ret-in-funclet": (module("""
+        entry:
+          invoke void @g() to label %done unwind label %cs
+        done:
+          ret i32 0
+        cs:
+          %sw = catchswitch within none [label %h] unwind to caller
+        h:
+          %p = catchpad within %sw [i32 16777217]
+          ret i32 1
+        """), True, {"ret-in-funclet"}, "ret i32 1", "%h"),
+    # the inner catch leaves with the outer catch's token
+    "funclet-exit-pad": (module("""
+        entry:
+          invoke void @g() to label %done unwind label %cs
+        done:
+          ret i32 0
+        cs:
+          %sw = catchswitch within none [label %h1] unwind to caller
+        h1:
+          %p1 = catchpad within %sw [i32 16777217]
+          invoke void @g() [ "funclet"(token %p1) ] to label %h1.cont unwind label %cs2
+        h1.cont:
+          catchret from %p1 to label %done
+        cs2:
+          %sw2 = catchswitch within %p1 [label %h2] unwind to caller
+        h2:
+          %p2 = catchpad within %sw2 [i32 16777218]
+          catchret from %p1 to label %done
+        """), True, {"funclet-exit-pad"}, "catchret from %p1 to label %done", "%h2"),
+    # a constant i32 is required; here a constant i64 (the verifier is silent, codegen misreads)
+    "catchpad-arg0-not-constant-i32": (module("""
+        entry:
+          invoke void @g() to label %done unwind label %cs
+        done:
+          ret i32 0
+        cs:
+          %sw = catchswitch within none [label %h] unwind to caller
+        h:
+          %p = catchpad within %sw [i64 16777217]
+          catchret from %p to label %done
+        """), True, {"catchpad-arg0-not-constant-i32"}, "catchpad within %sw [i64 16777217]", "%h"),
+    # a nested catch's catchret jumps straight into the main body (over the outer catch)
+    "catchret-target": (module("""
+        entry:
+          invoke void @g() to label %done unwind label %cs
+        done:
+          ret i32 0
+        cs:
+          %sw = catchswitch within none [label %h1] unwind to caller
+        h1:
+          %p1 = catchpad within %sw [i32 16777217]
+          invoke void @g() [ "funclet"(token %p1) ] to label %h1.cont unwind label %cs2
+        h1.cont:
+          catchret from %p1 to label %done
+        cs2:
+          %sw2 = catchswitch within %p1 [label %h2] unwind to caller
+        h2:
+          %p2 = catchpad within %sw2 [i32 16777218]
+          catchret from %p2 to label %done
+        """), True, {"catchret-target", "block-in-two-funclets", "ret-in-funclet"},
+        "catchret from %p2 to label %done", "%h2"),
+    # a cleanup unwinds into a dispatch nested in itself (LLVM's verifier catches this one)
+    "cleanupret-unwind": (module("""
+        entry:
+          invoke void @g() to label %done unwind label %fin
+        done:
+          ret i32 0
+        fin:
+          %c = cleanuppad within none []
+          cleanupret from %c unwind label %cs
+        cs:
+          %sw = catchswitch within %c [label %h] unwind to caller
+        h:
+          %p = catchpad within %sw [i32 16777217]
+          catchret from %p to label %after
+        after:
+          unreachable
+        """), False, {"cleanupret-unwind"}, "cleanupret from %c unwind label %cs", "%fin"),
+    "cross-funclet-value": (module("""
+        entry:
+          %v = add i32 %x, 1
+          invoke void @g() to label %done unwind label %cs
+        done:
+          ret i32 0
+        cs:
+          %sw = catchswitch within none [label %h] unwind to caller
+        h:
+          %p = catchpad within %sw [i32 16777217]
+          call void @f(i32 %v) [ "funclet"(token %p) ]
+          catchret from %p to label %done
+        """), True, {"cross-funclet-value"}, 'call void @f(i32 %v) [ "funclet"(token %p) ]', "%h"),
+    "block-in-two-funclets": (module("""
+        entry:
+          invoke void @g() to label %done unwind label %cs
+        done:
+          ret i32 0
+        cs:
+          %sw = catchswitch within none [label %h1, label %h2] unwind to caller
+        h1:
+          %p1 = catchpad within %sw [i32 16777217]
+          br label %common
+        h2:
+          %p2 = catchpad within %sw [i32 16777218]
+          br label %common
+        common:
+          unreachable
+        """), True, {"block-in-two-funclets"}, "unreachable", "%common"),
+}
+
+
+def test_every_rule_has_a_violating_module():
+    assert set(VIOLATIONS) == set(RULES)
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_violation_is_found(rule):
+    text, verifier_accepts, fired, instruction, block = VIOLATIONS[rule]
+    findings = lint(text)
+    assert {f.rule for f in findings} == fired
+    mine = [f for f in findings if f.rule == rule]
+    assert mine and all(isinstance(f, LintFinding) for f in mine)
+    assert any(f.function == "m" and f.block == block and instruction in f.instruction for f in mine), mine
+    assert all(f"@m, block {f.block}" in str(f) and f.instruction in str(f) for f in mine)
+    if verifier_accepts:
+        verify(text)
+    else:
+        with pytest.raises(ReaderError) as e:
+            verify(text)
+        assert e.value.kind == "llvm-verify"
+    with pytest.raises(ReaderError) as e:
+        check_module(text, method="Ns.T::M")
+    assert e.value.kind == "funclet-lint" and rule in str(e.value) and "Ns.T::M" in str(e.value)
+
+
+def test_more_violations_of_a_rule():
+    base = VIOLATIONS["catchpad-arg0-not-constant-i32"][0]
+    no_args = base.replace("[i64 16777217]", "[]")
+    not_constant = base.replace("[i64 16777217]", "[i32 %x]")
+    assert [f.rule for f in lint(no_args)] == ["catchpad-arg0-not-constant-i32"]
+    # %x is an argument: using it in the funclet is also a cross-funclet value
+    assert sorted(f.rule for f in lint(not_constant)) == ["catchpad-arg0-not-constant-i32", "cross-funclet-value"]
+    # a funclet bundle in the main body (LLVM's verifier rejects `token none` there)
+    in_main = LEGAL["catch"].replace('@f(i32 %a) [ "funclet"(token %p1) ]', "@f(i32 %a)").replace(
+        "  ret i32 %v", '  call void @g() [ "funclet"(token none) ]\n  ret i32 %v')
+    assert sorted(f.rule for f in lint(in_main)) == ["missing-funclet-bundle", "wrong-funclet-bundle"]
+    # a value made in a catch funclet and used after its catchret, in the main body
+    escaped = VIOLATIONS["cross-funclet-value"][0].replace(
+        "  %v = add i32 %x, 1\n", "").replace("call void @f(i32 %v)", "%v = call i32 @h() ").replace(
+        "declare void @g()", "declare void @g()\ndeclare i32 @h()").replace(
+        "done:\n  ret i32 0", "done:\n  ret i32 0\nafter:\n  ret i32 %v").replace(
+        "catchret from %p to label %done", "catchret from %p to label %after")
+    findings = lint(escaped)
+    assert [(f.rule, f.block) for f in findings] == [("cross-funclet-value", "%after")]
+    verify(escaped)
+
+
+def test_numbered_values_are_named_as_llvm_prints_them():
+    text = LEGAL["numbered"].replace('call void @f(i32 %8) [ "funclet"(token %7) ]', "call void @f(i32 %8)")
+    [finding] = lint(text)
+    assert (finding.rule, finding.block, finding.instruction) == ("missing-funclet-bundle", "%6", "call void @f(i32 %8)")
+    assert "funclet %7" in finding.detail
+
+
+def test_unreachable_blocks_are_not_judged():
+    # WinEHPrepare deletes unreachable blocks before it colors
+    text = LEGAL["catch"].replace("after:\n  ret i32 -1", "after:\n  ret i32 -1\ndead:\n  call void @f(i32 9) [ \"funclet\"(token none) ]\n  ret i32 0")
+    assert lint(text) == []
+
+
+def test_parse_and_verify_errors_are_reader_errors():
+    with pytest.raises(ReaderError) as e:
+        lint("define void @broken( {")
+    assert e.value.kind == "llvm-parse" and e.value.stage == "reader"
+    with pytest.raises(ReaderError) as e:
+        verify(f'target triple = "{TRIPLE}"\ndefine i32 @m() {{\n  ret void\n}}\n')
+    assert e.value.kind == "llvm-parse"
+    with pytest.raises(ReaderError) as e:
+        verify(VIOLATIONS["cleanupret-unwind"][0])
+    assert e.value.kind == "llvm-verify" and "cleanupret must exit its cleanup" in str(e.value)
+
+
+def _ffi_name(operand) -> str:
+    """The printed name of an instruction or argument operand, read through llvmlite."""
+    if operand.name:
+        return "%" + operand.name
+    text = str(operand).strip()
+    return text.split(" = ")[0] if " = " in text else text.split()[-1]
+
+
+def test_reading_llvms_print_agrees_with_llvmlites_value_api():
+    # the lint reads LLVM's print; llvmlite's ValueRefs (slow, but LLVM's own answer) must agree
+    texts = [*LEGAL.values(), *(v[0] for v in VIOLATIONS.values()), MARKERS]
+    for text in texts:
+        parsed = llvm.parse_assembly(text)
+        read = {f.name: f for f in _functions(str(parsed))}
+        for fn in parsed.functions:
+            if fn.is_declaration:
+                continue
+            blocks = read[fn.name].blocks
+            assert len(blocks) == len(list(fn.blocks))
+            for block, ref in zip(blocks, fn.blocks):
+                insts = list(ref.instructions)
+                assert [i.opcode for i in block.insts] == [i.opcode for i in insts]
+                for inst, iref in zip(block.insts, insts):
+                    operands = list(iref.operands)
+                    kinds = [op.value_kind for op in operands]
+                    assert len(inst.labels) == kinds.count(llvm.ValueKind.basic_block), inst.text
+                    values = sorted(_ffi_name(op) for op, k in zip(operands, kinds)
+                                    if k in (llvm.ValueKind.argument, llvm.ValueKind.instruction))
+                    assert sorted(inst.values) == values, inst.text
+
+
+# --------------------------------------------------------------------------------------------
+# What LLVM 22 does with what the lint reports
+
+
+def _assembly(text: str, opt: int) -> str:
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+    machine = llvm.Target.from_triple(TRIPLE).create_target_machine(opt=opt, codemodel="small")
+    return machine.emit_assembly(llvm.parse_assembly(text))
+
+
+def _funclet_code(asm: str, index: int) -> list[str]:
+    """The instructions of the `index`-th funclet (``?catch$N@...`` label) up to the next section."""
+    lines = asm.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith('"?catch$') and line.endswith(":")]
+    code = []
+    for line in lines[starts[index] + 1:]:
+        s = line.strip()
+        if s.startswith((".section", ".def")) or s.startswith('"?'):
+            break
+        if s and not s.startswith((".", "#")) and not s.endswith(":"):
+            code.append(s)
+    return code
+
+
+MARKERS = module("""
+    entry:
+      invoke void @g() to label %done unwind label %cs
+    done:
+      ret i32 0
+    cs:
+      %sw = catchswitch within none [label %h] unwind to caller
+    h:
+      %p = catchpad within %sw [i32 16777217]
+      call void @f(i32 1) [ "funclet"(token %p) ]
+      call void @f(i32 2) [ "funclet"(token %p) ]
+      call void @f(i32 3) [ "funclet"(token %p) ]
+      catchret from %p to label %after
+    after:
+      ret i32 7
+    """)
+
+
+@pytest.mark.parametrize("opt", [0, 2])
+def test_llvm_deletes_an_unbundled_funclet_call_and_the_rest_of_its_block(opt):
+    bundled = _funclet_code(_assembly(MARKERS, opt), 0)
+    assert "$7" in _assembly(MARKERS, opt).split('"?catch$')[0]        # the continuation returns 7
+    assert sum("movl\t$1, %ecx" in s or "movl $1, %ecx" in s for s in bundled) == 1
+    assert any("$3" in s for s in bundled) and any("leaq" in s and "%rip" in s for s in bundled)  # catchret
+
+    unbundled = MARKERS.replace('call void @f(i32 2) [ "funclet"(token %p) ]', "call void @f(i32 2)")
+    verify(unbundled)                       # LLVM's verifier has no objection
+    assert [f.rule for f in lint(unbundled)] == ["missing-funclet-bundle"]
+    code = _funclet_code(_assembly(unbundled, opt), 0)
+    assert any("$1" in s for s in code)     # the call before it survives
+    assert not any("$2" in s or "$3" in s for s in code)        # it and everything after: gone
+    assert not any("leaq" in s and "%rip" in s for s in code)   # the catchret too
+    assert code[-1] == "int3"               # `unreachable`, trapped (TrapUnreachable on Windows)
+    assert "$7" not in _assembly(unbundled, opt).split('"?catch$')[0]  # the continuation is dead
+
+
+def test_llvm_keeps_unbundled_nounwind_intrinsics_and_inline_asm():
+    # the lint's two exemptions, as LLVM 22 applies them
+    code = _funclet_code(_assembly(LEGAL["implicit-checks"], 0), 0)
+    assert any("CORINFO_HELP_OVERFLOW" in s for s in code)   # after llvm.sadd.with.overflow
+    llvm.initialize_native_asmparser()      # without it, inline asm is a fatal error (abort)
+    text = MARKERS.replace('call void @f(i32 2) [ "funclet"(token %p) ]', 'call void asm sideeffect "int $$42", ""()')
+    assert lint(text) == []
+    code = _funclet_code(_assembly(text, 0), 0)
+    assert "int\t$42" in code and any("$3" in s for s in code)
+
+
+def test_llvm_deletes_a_call_whose_bundle_names_the_enclosing_funclet():
+    text = VIOLATIONS["wrong-funclet-bundle"][0]
+    asm = _assembly(text, 0)
+    assert "$7" not in asm and "callq\tf" not in asm
+
+
+def test_llvm_deletes_the_body_of_a_funclet_that_returns():
+    code = _funclet_code(_assembly(VIOLATIONS["ret-in-funclet"][0], 0), 0)
+    # only the funclet prolog is left (establisher frame, PSPSym): no ret, no trap, no epilog
+    assert not any(s.startswith(("retq", "int3", "popq")) for s in code)
+    assert code[0].startswith("pushq")
+
+
+def test_llvm_aborts_the_process_on_a_non_constant_catchpad_argument():
+    text = VIOLATIONS["catchpad-arg0-not-constant-i32"][0].replace("[i64 16777217]", "[i32 %x]")
+    verify(text)                            # the verifier accepts it
+    program = textwrap.dedent(f"""
+        import llvmlite.binding as llvm
+        llvm.initialize_all_targets(); llvm.initialize_all_asmprinters()
+        m = llvm.parse_assembly({text!r})
+        llvm.Target.from_triple({TRIPLE!r}).create_target_machine().emit_assembly(m)
+        """)
+    proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+    assert "cast<Ty>() argument of incompatible type" in proc.stderr
