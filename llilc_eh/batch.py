@@ -39,6 +39,8 @@ class FileReport:
     failures: list[dict] = field(default_factory=list)
     file_error: dict | None = None
     native: "NativeReport | None" = None   # ReadyToRun images only
+    translated: int | None = None          # with translate: methods whose IR passed lint + verify
+    reader_failures: list[dict] = field(default_factory=list)
     seconds: float = 0.0
 
     def as_dict(self) -> dict:
@@ -47,7 +49,8 @@ class FileReport:
                 "max_try_depth": self.max_try_depth, "try_in_handler": self.try_in_handler,
                 "mutual_protect": self.mutual_protect, "failures": self.failures,
                 "file_error": self.file_error,
-                "native": self.native.as_dict() if self.native else None}
+                "native": self.native.as_dict() if self.native else None,
+                "translated": self.translated, "reader_failures": self.reader_failures}
 
 
 @dataclass
@@ -85,8 +88,9 @@ def _failure(exc: BaseException, method: str | None) -> dict:
             "reason": f"{exc} ({Path(tb.filename).name}:{tb.lineno})"}
 
 
-def validate_file(path: str) -> FileReport:
-    """IL region checks on every method with EH of one assembly."""
+def validate_file(path: str, translate: bool = False) -> FileReport:
+    """IL region checks on every method with EH of one assembly; for ReadyToRun images
+    RyuJIT's tables too; with `translate`, the reader (IR, funclet lint, LLVM verify)."""
     t0 = time.perf_counter()
     report = FileReport(path=path)
     try:
@@ -98,6 +102,9 @@ def validate_file(path: str) -> FileReport:
         report.seconds = time.perf_counter() - t0
         return report
     report.with_il = len(rids)
+    reader = _Reader(asm) if translate else None
+    if reader:
+        report.translated = 0
     for rid in rids:
         where = f"0x{0x06000000 | rid:08X}"
         try:
@@ -119,9 +126,32 @@ def validate_file(path: str) -> FileReport:
         if any(len(r.handlers) > 1 for r in tree.regions):
             report.mutual_protect += 1
         report.failures.extend(e.as_dict() for e in m.errors)
+        if reader and not m.errors:
+            failure = reader.translate(m, where)
+            if failure:
+                report.reader_failures.append(failure)
+            else:
+                report.translated += 1
     report.native = _validate_native(asm, report)
     report.seconds = time.perf_counter() - t0
     return report
+
+
+class _Reader:
+    """The reader stage over one assembly, with one JIT-EE interface for all its methods."""
+
+    def __init__(self, asm: Assembly):
+        from .reader.jitee import JitEE
+        self.asm, self.ee = asm, JitEE(asm)
+
+    def translate(self, m, where: str) -> dict | None:
+        from .reader.lint import check_module
+        from .reader.translate import translate
+        try:
+            check_module(translate(self.asm, m, self.ee).module, method=m.name)
+        except Exception as exc:  # noqa: BLE001 - one method's failure, recorded with its reason
+            return _failure(exc, where)
+        return None
 
 
 def _validate_native(asm: Assembly, report: FileReport) -> NativeReport | None:
@@ -185,7 +215,7 @@ def expand_inputs(inputs: list[str]) -> list[str]:
     return files
 
 
-def run(files: list[str], jobs: int = 1, progress: bool = True) -> list[FileReport]:
+def run(files: list[str], jobs: int = 1, progress: bool = True, translate: bool = False) -> list[FileReport]:
     """Validate every file, `jobs` worker processes at a time; results in input order."""
     results: dict[str, FileReport] = {}
     show = progress and sys.stderr.isatty()
@@ -203,11 +233,11 @@ def run(files: list[str], jobs: int = 1, progress: bool = True) -> list[FileRepo
     order = sorted(files, key=lambda f: -os.path.getsize(f) if os.path.exists(f) else 0)
     if jobs <= 1:
         for f in order:
-            results[f] = validate_file(f)
+            results[f] = validate_file(f, translate)
             tick(results[f])
     else:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
-            for f, r in zip(order, pool.map(validate_file, order)):
+            for f, r in zip(order, pool.map(validate_file, order, [translate] * len(order))):
                 results[f] = r
                 tick(r)
     if show:
@@ -268,6 +298,15 @@ def summary(reports: list[FileReport], wall: float | None = None) -> str:
         lines.append("  IL vs native, bodies: " + ", ".join(f"{k} {v}" for k, v in n.comparison.most_common()))
         lines.append("  IL vs native, clauses: " + ", ".join(f"{k} {v}" for k, v in
                                                                sorted(n.comparison_details.items())))
+    translated = [r for r in reports if r.translated is not None]
+    if translated:
+        ok = sum(r.translated for r in translated)
+        tried = ok + sum(len(r.reader_failures) for r in translated)
+        reasons = Counter(f"{f['stage']}:{f['kind']}" for r in translated for f in r.reader_failures)
+        lines.append(f"reader: {ok} of {tried} EH methods translated to verified, lint-clean IR "
+                     f"({100.0 * ok / tried if tried else 100:.1f}%)")
+        for reason, n in reasons.most_common():
+            lines.append(f"  {n:>6}  {reason}")
     if fail_kinds:
         lines.append("failures: " + ", ".join(f"{k} {v}" for k, v in sorted(fail_kinds.items())))
     else:

@@ -157,14 +157,14 @@ def cmd_validate(args) -> int:
     if not files:
         raise LlilcEhError(f"no assemblies in {' '.join(args.inputs)}")
     t0 = time.perf_counter()
-    reports = batch.run(files, jobs=args.jobs, progress=not args.quiet)
+    reports = batch.run(files, jobs=args.jobs, progress=not args.quiet, translate=args.translate)
     wall = time.perf_counter() - t0
     if args.json:
         Path(args.json).write_text(batch.json_report(reports))
     print(batch.summary(reports, wall))
     if args.list_failures:
         for r in reports:
-            for f in r.failures:
+            for f in r.failures + r.reader_failures:
                 print(f"{Path(r.path).name}: [{f['stage']}:{f['kind']}] {f['method']}, "
                       + (f"IL_{f['offset']:04x}: " if f["offset"] is not None else "") + f["reason"])
     return 0
@@ -184,6 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", "-j", type=int, default=1, help="worker processes")
     p.add_argument("--json", metavar="FILE", help="write the full report (deterministic) to FILE")
     p.add_argument("--list-failures", action="store_true", help="print every failure")
+    p.add_argument("--translate", action="store_true", help="also run the reader: IR, funclet lint, LLVM verify")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_validate)
     return ap

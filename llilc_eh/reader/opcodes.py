@@ -81,6 +81,10 @@ class BlockTranslator:
             v = self.v()
             self.emit(f"{v} = fpext float {value} to double")
             return v
+        if storage == "ptr" and kind in ("nint", "i64"):   # unmanaged pointers are native ints on the stack
+            v = self.v()
+            self.emit(f"{v} = ptrtoint ptr {value} to i64")
+            return v
         return value
 
     def narrow(self, sv, storage):
@@ -531,8 +535,7 @@ class BlockTranslator:
         tr = self.tr
         info = tr.ee.method(ins.operand)
         name = ins.op.name
-        nparams = len(info.params)
-        args = [self.pop(ins.offset) for _ in range(nparams)][::-1]
+        args = [self.pop(ins.offset) for _ in info.params][::-1]
         this = None
         if name == "newobj":
             this = self.new_object(info, ins)
@@ -547,38 +550,86 @@ class BlockTranslator:
             if this.kind == "obj":
                 self.null_check(this.op)
         self.prefix_constrained = None
-        texts = []
-        if this is not None:
-            texts.append(f"ptr {this.op}")
-        ret_sig = info.return_type
+        virtual = name == "callvirt" and info.is_virtual is not False and this is not None
+        callee = tr.ee.llvm_global(info.symbol)
+        if virtual:
+            handle = self.global_(info.symbol + "$handle")
+            callee = self.helper("CORINFO_HELP_VIRTUAL_FUNC_PTR", [f"ptr {this.op}", "ptr null", f"ptr {handle}"])
+        result = self.emit_call(callee, this, args, info.params, info.return_type, direct=not virtual)
+        if name == "newobj":
+            self.stack.append(this if this.kind != "byref" else SV("vt", this.op, this.sig))
+        elif result is not None:
+            self.stack.append(result)
+
+    def calli(self, ins):
+        sig = self.tr.asm.names.standalone_signature(ins.operand)
+        target = self.pop(ins.offset)
+        args = [self.pop(ins.offset) for _ in sig.params][::-1]
+        this = self.pop(ins.offset) if sig.has_this and not sig.explicit_this else None
+        result = self.emit_call(self.narrow(target, "ptr"), this, args, sig.params, sig.return_type, direct=False)
+        if result is not None:
+            self.stack.append(result)
+
+    def emit_call(self, callee, this, args, params, ret_sig, direct):
+        """A call (an invoke under a try) in our calling convention: `this`, the hidden return
+        buffer of a value-type result, then the arguments. Returns the pushed result, if any."""
+        tr = self.tr
         from .translate import _is_void
+        texts = [f"ptr {this.op if this.ty == 'ptr' else self.narrow(this, 'ptr')}"] if this is not None else []
         retbuf = None
         if not _is_void(ret_sig) and tr.ee.stack_kind(ret_sig) is StackKind.VALUE:
             size, align = tr.ee.size_and_align(ret_sig)
             retbuf = self.temp(f"[{size} x i8]", max(align, 1))
             texts.append(f"ptr {retbuf}")
-        for sv, sig in zip(args, info.params):
+        for sv, sig in zip(args, params):
             ty = tr._param_type(sig)
-            texts.append(f"{ty} {self.narrow(sv, ty) if ty != 'ptr' or sv.ty == 'ptr' else self.narrow(sv, 'ptr')}")
+            texts.append(f"{ty} {self.narrow(sv, ty)}")
         ret_ty = "void" if (_is_void(ret_sig) or retbuf) else tr.ee.storage_type(ret_sig)
-        callee = tr.ee.llvm_global(info.symbol)
         param_types = ", ".join(t.split(" ", 1)[0] for t in texts)
-        virtual = name == "callvirt" and getattr(info, "is_virtual", None) is not False and this is not None
-        if virtual:
-            handle = self.global_(info.symbol + "$handle")
-            target = self.helper("CORINFO_HELP_VIRTUAL_FUNC_PTR", [f"ptr {this.op}", "ptr null", f"ptr {handle}"])
-            callee = target
-        else:
+        if direct:
             tr.declares[callee] = f"declare {ret_ty} {callee}({param_types})"
-        self.block, result = tr.call(self.block, self.ctx, self.region, ret_ty, callee, texts, ins.offset,
-                                     fnty=f"{ret_ty} ({param_types})" if virtual else None)
-        if name == "newobj":
-            self.stack.append(this if this.kind != "byref" else SV("vt", this.op, this.sig))
-        elif retbuf:
-            self.push("vt", retbuf, ret_sig)
-        elif result is not None:
-            kind = _KIND_OF_STACK[tr.ee.stack_kind(ret_sig)]
-            self.push(kind, self.widen(result, ret_ty, kind, tr.ee.is_signed(ret_sig)), ret_sig)
+        self.block, result = tr.call(self.block, self.ctx, self.region, ret_ty, callee, texts, self.offset,
+                                     fnty=None if direct else f"{ret_ty} ({param_types})")
+        if retbuf:
+            return SV("vt", retbuf, ret_sig)
+        if result is None:
+            return None
+        kind = _KIND_OF_STACK[tr.ee.stack_kind(ret_sig)]
+        return SV(kind, self.widen(result, ret_ty, kind, tr.ee.is_signed(ret_sig)), ret_sig)
+
+    def ldvirtftn(self, ins):
+        obj = self.pop(ins.offset)
+        self.null_check(obj.op)
+        handle = self.global_(self.tr.ee.method(ins.operand).symbol + "$handle")
+        fn = self.helper("CORINFO_HELP_VIRTUAL_FUNC_PTR", [f"ptr {obj.op}", "ptr null", f"ptr {handle}"])
+        v = self.v()
+        self.emit(f"{v} = ptrtoint ptr {fn} to i64")
+        self.push("nint", v)
+
+    def localloc(self, ins):
+        size = self.as_i64(self.pop(ins.offset))
+        p, v = self.v("localloc"), self.v()
+        self.emit(f"{p} = alloca i8, i64 {size}, align 16")
+        if self.tr.body.init_locals:
+            self.tr.declares["llvm.memset"] = "declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)"
+            self.emit(f"call void @llvm.memset.p0.i64(ptr {p}, i8 0, i64 {size}, i1 false)")
+        self.emit(f"{v} = ptrtoint ptr {p} to i64")
+        self.push("nint", v)
+
+    def ldtoken(self, ins):
+        """A RuntimeTypeHandle / RuntimeMethodHandle / RuntimeFieldHandle: a one-pointer struct
+        holding the handle the runtime would embed (a named external symbol here)."""
+        token, ee = ins.operand, self.tr.ee
+        table = token >> 24
+        if table in (0x01, 0x02, 0x1B):
+            symbol = ee.class_handle(token)
+        elif table == 0x04 or (table == 0x0A and _is_field_ref(self.tr.asm, token)):
+            symbol = "field:" + ee.field(token).symbol
+        else:
+            symbol = ee.method_handle(token)
+        handle = self.temp("ptr")
+        self.emit(f"store ptr {self.global_(symbol)}, ptr {handle}")
+        self.push("vt", handle)
 
     def new_object(self, info, ins):
         tr = self.tr
@@ -776,6 +827,11 @@ class BlockTranslator:
         self.pop(ins.offset)
 
 
+def _is_field_ref(asm, token: int) -> bool:
+    from ..assembly.signatures import FieldSig
+    return isinstance(asm.names.member_ref_signature(token), FieldSig)
+
+
 def _float_literal(value: float) -> str:
     """LLVM's exact hexadecimal double literal."""
     import struct
@@ -807,6 +863,8 @@ _SIMPLE = {
     "newarr": BlockTranslator.newarr, "ldlen": BlockTranslator.ldlen,
     "ldobj": BlockTranslator.ldobj, "stobj": BlockTranslator.stobj, "initobj": BlockTranslator.initobj,
     "sizeof": BlockTranslator.sizeof, "ldftn": BlockTranslator.ldftn,
+    "calli": BlockTranslator.calli, "ldvirtftn": BlockTranslator.ldvirtftn,
+    "localloc": BlockTranslator.localloc, "ldtoken": BlockTranslator.ldtoken,
 }
 
 _FAMILIES = [

@@ -230,7 +230,8 @@ class Translator:
     def _spill_stack(self, block: Block, ctx: Context, stack: list[SV]) -> tuple:
         for depth, sv in enumerate(stack):
             block.emit(f"store {sv.ty} {sv.op}, ptr {self._spill_slot(ctx, depth, sv.kind)}")
-        return tuple((sv.kind, sv.sig) for sv in stack)
+        # Joins compare stack kinds; only a value type's identity (its size) matters beyond that.
+        return tuple((sv.kind, sv.sig if sv.kind == "vt" else None) for sv in stack)
 
     # -- EH structure ----------------------------------------------------------------------
 
