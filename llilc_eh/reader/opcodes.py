@@ -360,7 +360,7 @@ class BlockTranslator:
         unsigned_source = target.endswith(".un")
         target = target.removesuffix(".un")
         a = self.pop(ins.offset)
-        if target == "r.un":
+        if target == "r":   # conv.r.un: an unsigned integer to F
             target = "r8"
         if target in ("r4", "r8"):
             self.push("f", self.to_float(a, target, unsigned_source))
