@@ -2,6 +2,7 @@
 
     llilc-eh                                   the embedded sample, every method with EH
     llilc-eh il ASSEMBLY --method NAME|0x06..  one method: IL listing, regions, clauses
+    llilc-eh translate ASSEMBLY --method NAME --stage ir   the LLVM module (parent + outlined filters)
     llilc-eh r2r ASSEMBLY --method NAME|0x06.. RyuJIT's native clauses (ReadyToRun) beside the IL's
     llilc-eh validate ASSEMBLY|FOLDER ...      every method with EH: region checks, and for
                                                ReadyToRun images RyuJIT's tables validated,
@@ -152,6 +153,31 @@ def _r2r_json(ref, check) -> dict:
     }
 
 
+def cmd_translate(args) -> int:
+    from .reader.jitee import JitEE
+    from .reader.lint import check_module
+    from .reader.translate import Options, translate
+
+    asm = Assembly(args.assembly or sample_path())
+    ee = JitEE(asm)
+    options = Options(clone_finally=args.clone_finally)
+    out = []
+    for ref in _methods(asm, args):
+        m = analyze(asm.body(ref.rid)).raise_first()
+        result = translate(asm, m, ee, options)
+        check_module(result.module, method=m.name)   # funclet lint, then LLVM's verifier
+        if args.json:
+            out.append({"method": str(ref), "module": result.module, "parent": result.parent,
+                        "filters": list(result.filters), "catchswitches": result.catchswitches,
+                        "catchpads": result.catchpads, "cleanuppads": result.cleanuppads,
+                        "selector_cases": result.selector_cases, "helper_calls": result.helper_calls})
+        else:
+            print(result.module)
+    if args.json:
+        print(json.dumps(out if len(out) != 1 else out[0], indent=1))
+    return 0
+
+
 def cmd_validate(args) -> int:
     files = batch.expand_inputs(args.inputs)
     if not files:
@@ -176,6 +202,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("il", help="IL listing with regions, raw clauses and the region tree")
     _add_method_args(p)
     p.set_defaults(func=cmd_il)
+    p = sub.add_parser("translate", help="translate a method: LLVM IR in LLVM's Windows EH model")
+    _add_method_args(p)
+    p.add_argument("--stage", choices=["ir"], default="ir", help="how far to go (ir: the verified module)")
+    p.add_argument("--clone-finally", action="store_true",
+                   help="give every leave its own normal-path copy of each finally (default: continuation selectors)")
+    p.set_defaults(func=cmd_translate)
     p = sub.add_parser("r2r", help="RyuJIT's native clauses, funclets and unwind info beside the IL's")
     _add_method_args(p)
     p.set_defaults(func=cmd_r2r)

@@ -77,3 +77,13 @@ def test_r2r_side_by_side():
 def test_r2r_on_an_il_only_image_is_a_clear_error():
     proc = llilc("r2r", str(sample_path()), "--method", "Tests.TryCatch.Program::Thrower")
     assert proc.returncode == 1 and "not a ReadyToRun image" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_translate_prints_the_verified_module_with_il_offsets():
+    proc = llilc("translate", "--method", "Tests.CatchAndFilter.Program::CatchFilterCatch", "--stage", "ir")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "catchswitch within none [label %catch0, label %filter-handler1, label %catch2]" in out
+    assert '; IL_0000:  ldstr "try: throw"' in out and "$filter1" in out
+    js = json.loads(llilc("translate", "--method", "Tests.FinallyTwoTargets.Program::TwoTargets", "--json").stdout)
+    assert list(js["selector_cases"].values()) == [2] and js["cleanuppads"] == 1
