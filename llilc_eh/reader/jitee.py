@@ -596,7 +596,8 @@ def _strip(sig: TypeSig) -> TypeSig:
     return sig
 
 
-def _is_void(sig: TypeSig) -> bool:
+def is_void(sig: TypeSig) -> bool:
+    """A `void` return (custom modifiers aside)."""
     sig = _strip(sig)
     return isinstance(sig, PrimitiveType) and sig.element_type == _ET.VOID
 
@@ -1376,7 +1377,7 @@ class JitEE:
             if implicit_this:
                 types.append("ptr"), roles.append("this"), attrs.append("")
             returns_vt, ret_attr = False, ""
-            if _is_void(ret):
+            if is_void(ret):
                 llvm_ret = "void"
             else:
                 rinfo = self.type_info(ret)

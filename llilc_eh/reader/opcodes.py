@@ -11,9 +11,8 @@ naming it and its IL offset, never a wrong translation.
 from __future__ import annotations
 
 from ..il.opcodes import Flow, OperandKind
-from ..il.regions import RegionKind
 from .helpers import IMPLICIT_CHECKS
-from .jitee import StackKind
+from .jitee import StackKind, is_void
 from .translate import ARRAY_DATA_OFFSET, ARRAY_LENGTH_OFFSET, SV, _KIND_OF_STACK, _LLVM_OF_KIND
 
 # Element types named by typed opcodes (ldind.*, stind.*, ldelem.*, stelem.*, conv.*):
@@ -495,8 +494,7 @@ class BlockTranslator:
 
     def ret(self, ins):
         tr = self.tr
-        from .translate import _is_void
-        if _is_void(tr.ret_sig):
+        if is_void(tr.ret_sig):
             self.block.terminate("ret void")
             return
         sv = self.pop(ins.offset)
@@ -574,17 +572,16 @@ class BlockTranslator:
         """A call (an invoke under a try) in our calling convention: `this`, the hidden return
         buffer of a value-type result, then the arguments. Returns the pushed result, if any."""
         tr = self.tr
-        from .translate import _is_void
         texts = [f"ptr {this.op if this.ty == 'ptr' else self.narrow(this, 'ptr')}"] if this is not None else []
         retbuf = None
-        if not _is_void(ret_sig) and tr.ee.stack_kind(ret_sig) is StackKind.VALUE:
+        if not is_void(ret_sig) and tr.ee.stack_kind(ret_sig) is StackKind.VALUE:
             size, align = tr.ee.size_and_align(ret_sig)
             retbuf = self.temp(f"[{size} x i8]", max(align, 1))
             texts.append(f"ptr {retbuf}")
         for sv, sig in zip(args, params):
             ty = tr._param_type(sig)
             texts.append(f"{ty} {self.narrow(sv, ty)}")
-        ret_ty = "void" if (_is_void(ret_sig) or retbuf) else tr.ee.storage_type(ret_sig)
+        ret_ty = "void" if (is_void(ret_sig) or retbuf) else tr.ee.storage_type(ret_sig)
         param_types = ", ".join(t.split(" ", 1)[0] for t in texts)
         if direct:
             tr.declares[callee] = f"declare {ret_ty} {callee}({param_types})"

@@ -37,11 +37,10 @@ from ..assembly.body import ClauseKind
 from ..assembly.loader import Assembly
 from ..errors import ReaderError
 from ..il.method import ILMethod
-from ..il.opcodes import Flow, OperandKind
 from ..il.regions import Region, RegionKind
 from .helpers import helper_declarations
 from .ir import Block, Function, quote_global
-from .jitee import JitEE, StackKind
+from .jitee import JitEE, StackKind, is_void
 
 TRIPLE = "x86_64-pc-windows-msvc"
 DATALAYOUT = "e-m:w-p270:32:32-p271:32:32-p272:64:64-i64:64-i128:128-f80:128-n8:16:32:64-S128"
@@ -510,7 +509,7 @@ class Translator:
 
     def _param_llvm_types(self, info) -> list[str]:
         types = [self._param_type(s) for s in self.arg_sigs]
-        if self._returns_vt(self.ret_sig if hasattr(self, "ret_sig") else info.return_type):
+        if self._returns_vt(info.return_type):
             types.insert(1 if info.has_this else 0, "ptr")
         return types
 
@@ -521,10 +520,10 @@ class Translator:
         return 1 if (i >= 1 or not has_this) else 0
 
     def _returns_vt(self, sig) -> bool:
-        return sig is not None and not _is_void(sig) and self.ee.stack_kind(sig) is StackKind.VALUE
+        return sig is not None and not is_void(sig) and self.ee.stack_kind(sig) is StackKind.VALUE
 
     def _ret_llvm(self, info) -> str:
-        if _is_void(info.return_type) or self._returns_vt(info.return_type):
+        if is_void(info.return_type) or self._returns_vt(info.return_type):
             return "void"
         return self.ee.storage_type(info.return_type)
 
@@ -543,10 +542,6 @@ def _comment_safe(namer):
         except Exception:  # noqa: BLE001 - a comment must never fail a translation
             return f"0x{token:08X}"
     return name
-
-
-def _is_void(sig) -> bool:
-    return getattr(sig, "element_type", None) is not None and sig.element_type.name == "VOID"
 
 
 def _i32(value: int) -> int:
