@@ -534,6 +534,13 @@ def parse(module_text: str):
         raise ReaderError(f"LLVM cannot parse the module: {str(e).strip()}", kind="llvm-parse") from None
 
 
+def read_functions(module) -> list[_Function]:
+    """The defined functions of a parsed module as the lint reads them (LLVM's canonical
+    print): blocks, instructions, pads and the funclet coloring, in definition order. The
+    funclets stage builds its model on this same reading."""
+    return _functions(str(module))
+
+
 def lint_module(module) -> list[LintFinding]:
     """Every funclet-rule violation in a parsed llvmlite module, function by function."""
     findings: list[LintFinding] = []
