@@ -64,3 +64,20 @@ class ReaderError(LlilcEhError):
     """The reader cannot translate a method, or the LLVM module it produced is not sound."""
 
     stage = "reader"
+
+
+class BackendError(LlilcEhError):
+    """LLVM cannot compile a method (an abort, a hang, a rejected module), or what it produced
+    cannot be read back (COFF, unwind data, LLVM's CLR EH table, the assembly text)."""
+
+    stage = "backend"
+
+    def offset_text(self) -> str:
+        # Our offsets are byte offsets into the object's sections or the code, not IL offsets.
+        return f"+0x{self.offset:x}"
+
+
+class FuncletError(LlilcEhError):
+    """The module cannot be read into a funclet model (unparsable, parent missing, ...)."""
+
+    stage = "funclets"

@@ -87,17 +87,11 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from ..errors import LlilcEhError, ReaderError
+from ..errors import FuncletError, ReaderError
 from ..il.regions import Region, RegionKind, RegionTree
 from ..reader.lint import parse, read_functions
 
 NO_STATE = -1   # the caller: no handler of this method
-
-
-class FuncletError(LlilcEhError):
-    """The module cannot be read into a funclet model (unparsable, parent missing, ...)."""
-
-    stage = "funclets"
 
 
 class FuncletKind(enum.Enum):

@@ -1,0 +1,52 @@
+"""backend stage: LLVM module -> x64 object -> what the code is.
+
+First half (this package so far):
+
+* `codegen` -- `compile_module(ir_text, opt, timeout=)` / `CodegenPool`: LLVM codegen for
+  `x86_64-pc-windows-msvc` (small code model, `-trap-unreachable`) in long-lived worker
+  processes, so that an LLVM assertion abort or a hang is one method's
+  `BackendError(kind="llvm-abort" | "llvm-timeout")`, never the run's. Gives a
+  `CodegenResult`: the COFF object bytes, LLVM's assembly text of the same code, timings.
+* `coff` (layouts in `structs`) -- `CoffObject.parse(bytes)`: sections with data and
+  relocations, symbols with auxiliary records, lookups, `.pdata` resolved through its
+  relocations (`runtime_functions`).
+* `recover` -- `recover(obj, asm)`: the parent's and every funclet's code range and
+  UNWIND_INFO, every label of the assembly text at its code offset, every call site with
+  its return address, invokes marked by their EH labels (`RecoveredCode`).
+* `llvm_table` -- `decode_llvm_clr_table(obj, parent)`: LLVM's own CoreCLR EH table from
+  `.xdata` as `NativeClause`s, raw (a differential oracle for our clause generator).
+
+Still to come (second half): relinking the funclets into CLR order and the final image.
+
+Errors are `llilc_eh.errors.BackendError` (stage "backend"); kinds: llvm-parse,
+llvm-verify, llvm-error, llvm-abort, llvm-timeout, worker-start, bad-coff, asm-mismatch,
+bad-llvm-table, no-function, no-label.
+"""
+
+from .codegen import (
+                      CodegenPool,
+                      CodegenResult,
+                      CodegenTimings,
+                      compile_module,
+                      default_pool,
+                      object_symbol,
+)
+from .coff import (
+                      CoffObject,
+                      Relocation,
+                      RelocationType,
+                      RuntimeFunctionEntry,
+                      Section,
+                      SectionFlags,
+                      StorageClass,
+                      Symbol,
+)
+from .llvm_table import LlvmClrTable, decode_llvm_clr_table
+from .recover import CallSite, CodeFunction, Instruction, RecoveredCode, recover
+
+__all__ = [
+    "CallSite", "CodeFunction", "CodegenPool", "CodegenResult", "CodegenTimings", "CoffObject",
+    "Instruction", "LlvmClrTable", "RecoveredCode", "Relocation", "RelocationType",
+    "RuntimeFunctionEntry", "Section", "SectionFlags", "StorageClass", "Symbol",
+    "compile_module", "decode_llvm_clr_table", "default_pool", "object_symbol", "recover",
+]

@@ -1,0 +1,463 @@
+"""What the code in an object is: functions, funclets, labels, instructions, call sites.
+
+LLVM gives us two views of the same code: the COFF object (bytes, symbols, relocations,
+`.pdata`/`.xdata`) and its assembly text (labels such as `.Ltmp3`, `.LBB0_6`,
+`$ehgcr_0_6`, `.Lfunc_end0`, funclet symbols `?catch$3@?0?<parent>@4HA` /
+`?dtor$5@?0?<parent>@4HA`, `.seh_*` directives). Only the text names the EH labels that
+bracket each invoke's call; only the object holds the bytes. `recover` walks both in
+lock step: every instruction of the text's `.text` section is disassembled with capstone
+at the current offset (mnemonics must agree), `.p2align` advances to the boundary, data
+directives advance by their size, and every label gets the offset of what follows it. A
+disagreement is a `BackendError(kind="asm-mismatch")`, never a guess.
+
+From that walk and the object:
+* functions: each function symbol in `.text` (the parent, every funclet, each outlined
+  filter) with its code range -- from its `.pdata` RUNTIME_FUNCTION where it has one,
+  checked against the walk -- and the `.xdata` offset and decoded UNWIND_INFO of that
+  entry (a frameless leaf has no RUNTIME_FUNCTION; its range comes from the walk);
+* call sites: every `call` (direct, with the callee from its REL32 relocation; or
+  indirect) and every tail `jmp` to a symbol, with the return address (the offset after
+  the call). A call between an EH begin label and the next EH label is an invoke: LLVM
+  writes one `.Ltmp` label right before each invoke's call sequence and one after it (after
+  the `nop` the Win64 target puts there to keep the return address inside the range).
+
+All offsets are `.text` offsets. The parent is the first function in the module, hence at
+offset 0, and LLVM's CLR table measures from its start, so for the parent's method these
+are also method-relative offsets (`RecoveredCode.method_offset` says so explicitly).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import capstone
+
+from ..assembly.native import CodeRange
+from ..errors import BackendError
+from ..unwind import UnwindInfo, decode_unwind_info
+from .coff import CoffObject, RelocationType
+
+FUNCLET_NAME = re.compile(r"\?(?P<kind>catch|dtor)\$(?P<block>\d+)@\?0\?(?P<parent>.*)@4HA")
+FUNCLET_KINDS = {"catch": "catch", "dtor": "cleanup"}
+
+# Directives that put bytes into the current section, and how many per operand.
+_DATA_SIZES = {".byte": 1, ".short": 2, ".value": 2, ".word": 2, ".2byte": 2, ".long": 4,
+               ".int": 4, ".4byte": 4, ".quad": 8, ".8byte": 8}
+# Directives that emit nothing into the section they appear in (or only switch sections).
+_NO_BYTES = {".def", ".scl", ".type", ".endef", ".globl", ".file", ".seh_proc", ".seh_endproc",
+             ".seh_handler", ".seh_handlerdata", ".seh_pushreg", ".seh_stackalloc", ".seh_setframe",
+             ".seh_savereg", ".seh_savexmm", ".seh_pushframe", ".seh_endprologue",
+             ".seh_startepilogue", ".seh_endepilogue", ".seh_startchained", ".seh_endchained",
+             ".seh_unwindversion", ".seh_unwindv2start", ".text", ".section", ".data", ".bss",
+             ".addrsig", ".addrsig_sym", ".safeseh", ".linkonce", ".weak", ".lcomm", ".comm",
+             ".set", ".cv_fpo_proc", ".cv_fpo_pushreg", ".cv_fpo_stackalloc", ".cv_fpo_endprologue",
+             ".cv_fpo_endproc", ".symidx", ".secrel32", ".secidx", ".ident", ".loc", ".cv_loc",
+             ".cv_file", ".cv_func_id", ".cv_inline_site_id", ".cv_linetable", ".size"}
+_ALIGN = {".p2align", ".balign", ".align"}
+_PREFIXES = {"rep", "repe", "repz", "repne", "repnz", "lock", "data16", "data32", "addr32",
+             "notrack", "rex64", "cs", "ds", "es", "fs", "gs", "ss"}
+
+
+def _bad(reason: str, offset: int | None = None) -> BackendError:
+    return BackendError(reason, kind="asm-mismatch", offset=offset)
+
+
+@dataclass(frozen=True)
+class Instruction:
+    offset: int          # in .text
+    size: int
+    mnemonic: str        # capstone's (AT&T), e.g. callq, nop, ud2
+    operands: str
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.size
+
+    def __str__(self) -> str:
+        return f"{self.offset:#06x}  {self.mnemonic} {self.operands}".rstrip()
+
+
+@dataclass(frozen=True)
+class CallSite:
+    """One call instruction (or tail jump) of the code."""
+
+    kind: str                         # "call", "indirect-call", "tail-jump", "indirect-tail-jump"
+    callee: str | None                # the symbol called (None: through a register)
+    offset: int                       # of the call instruction, in .text
+    return_offset: int | None         # the return address (None for a tail jump)
+    invoke: tuple[str, str] | None = None   # the EH labels bracketing it, for an invoke
+
+    @property
+    def code_range(self) -> CodeRange:
+        return CodeRange(self.offset, self.return_offset if self.return_offset is not None
+                         else self.offset)
+
+    @property
+    def is_invoke(self) -> bool:
+        return self.invoke is not None
+
+    def __str__(self) -> str:
+        ret = f"-> {self.return_offset:#06x}" if self.return_offset is not None else "(tail)"
+        where = f"  invoke [{self.invoke[0]}, {self.invoke[1]})" if self.invoke else ""
+        return f"{self.offset:#06x} {ret}  {self.kind:<13} {self.callee or '*'}{where}"
+
+
+@dataclass(frozen=True)
+class CodeFunction:
+    """The parent function, one of its funclets, or another function (an outlined filter)."""
+
+    name: str
+    kind: str                         # "function", "catch", "cleanup"
+    parent: str | None                # for a funclet: its parent function
+    start: int
+    end: int
+    unwind_offset: int | None         # .xdata offset of its UNWIND_INFO (None: no .pdata entry)
+    unwind: UnwindInfo | None
+    calls: tuple[CallSite, ...] = ()
+
+    @property
+    def code_range(self) -> CodeRange:
+        return CodeRange(self.start, self.end)
+
+    @property
+    def is_funclet(self) -> bool:
+        return self.parent is not None
+
+    def __str__(self) -> str:
+        unwind = f"unwind .xdata+{self.unwind_offset:#x}" if self.unwind_offset is not None else "no unwind"
+        lines = [f"{self.kind:<8} [{self.start:#06x}, {self.end:#06x})  {unwind}  {self.name}"]
+        lines += [f"    {c}" for c in self.calls]
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class RecoveredCode:
+    functions: tuple[CodeFunction, ...]          # in .text order
+    labels: dict[str, int] = field(repr=False)   # every label of the assembly text -> .text offset
+    instructions: tuple[Instruction, ...] = field(repr=False)
+    text_size: int = 0
+
+    @cached_property
+    def _by_name(self) -> dict[str, CodeFunction]:
+        return {f.name: f for f in self.functions}
+
+    def function(self, name: str) -> CodeFunction:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise BackendError(f"no function {name!r} in the object", kind="no-function") from None
+
+    def funclets_of(self, parent: str) -> tuple[CodeFunction, ...]:
+        """The parent's funclets in layout order."""
+        return tuple(f for f in self.functions if f.parent == parent)
+
+    def method_functions(self, parent: str) -> tuple[CodeFunction, ...]:
+        """The parent and its funclets, in layout order."""
+        return tuple(f for f in self.functions if f.name == parent or f.parent == parent)
+
+    def method_offset(self, parent: str, offset: int) -> int:
+        """A .text offset as an offset from the parent's start (what LLVM's CLR table uses)."""
+        return offset - self.function(parent).start
+
+    def label(self, name: str) -> int:
+        try:
+            return self.labels[name]
+        except KeyError:
+            raise BackendError(f"no label {name!r} in the assembly text", kind="no-label") from None
+
+    def calls(self) -> Iterator[CallSite]:
+        for f in self.functions:
+            yield from f.calls
+
+    def instruction_at(self, offset: int) -> Instruction | None:
+        return self._instruction_by_offset.get(offset)
+
+    @cached_property
+    def _instruction_by_offset(self) -> dict[int, Instruction]:
+        return {i.offset: i for i in self.instructions}
+
+    def __str__(self) -> str:
+        return "\n".join(str(f) for f in self.functions)
+
+
+# -- the assembly text -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Item:
+    kind: str          # "label", "insn", "align", "data", "prefix"
+    text: str          # label name / mnemonic / directive
+    args: str = ""
+    prefixes: tuple[str, ...] = ()   # of an instruction, as the text writes them
+
+
+_LABEL = re.compile(r'("(?:[^"\\]|\\.)*"|[^\s:"]+):')
+
+
+def _unquote(name: str) -> str:
+    if len(name) >= 2 and name[0] == name[-1] == '"':
+        return re.sub(r"\\(.)", r"\1", name[1:-1])
+    return name
+
+
+_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[^";#]+|[;#]')
+
+
+def _statements(line: str) -> list[str]:
+    """Split one line into statements (`;`-separated) without its `#` comment, respecting
+    quoted symbol names."""
+    if '"' not in line and ";" not in line and "#" not in line:
+        line = line.strip()
+        return [line] if line else []
+    out, current = [], []
+    for token in _TOKENS.findall(line):
+        if token == "#":
+            break
+        if token == ";":
+            out.append("".join(current))
+            current = []
+        else:
+            current.append(token)
+    out.append("".join(current))
+    return [s.strip() for s in out if s.strip()]
+
+
+def _text_items(asm: str) -> list[_Item]:
+    """The statements of the assembly text that belong to `.text`, in order."""
+    items, section = [], ".text"
+    for line in asm.splitlines():
+        for stmt in _statements(line):
+            while True:  # a line may hold labels followed by a statement
+                m = _LABEL.match(stmt)
+                if not m:
+                    break
+                if section == ".text":
+                    items.append(_Item("label", _unquote(m.group(1))))
+                stmt = stmt[m.end():].strip()
+            if not stmt:
+                continue
+            head, _, args = stmt.replace("\t", " ").partition(" ")
+            head, args = head.strip(), args.strip()
+            if head.startswith("."):
+                if head == ".text":
+                    section = ".text"
+                elif head == ".section":
+                    section = args.split(",")[0].strip()
+                elif head in (".data", ".bss"):
+                    section = head
+                elif head == ".seh_handlerdata":
+                    section = ".xdata"  # handler data goes after the UNWIND_INFO
+                if section != ".text":
+                    continue
+                if head in _ALIGN:
+                    items.append(_Item("align", head, args))
+                elif head in _DATA_SIZES or head in (".zero", ".space", ".skip", ".ascii", ".asciz"):
+                    items.append(_Item("data", head, args))
+                elif head not in _NO_BYTES:
+                    raise _bad(f"directive {head} in .text: unknown whether it emits bytes")
+            elif re.match(r"[^\s=]+\s*=", stmt):
+                continue  # symbol assignment (@feat.00 = 0)
+            elif section == ".text":
+                prefixes = []
+                while head in _PREFIXES and args:  # `rex64 jmpq *%rax`, `lock cmpxchgq ...`
+                    prefixes.append(head)
+                    head, _, args = args.partition(" ")
+                    args = args.strip()
+                if head in _PREFIXES:
+                    items.append(_Item("prefix", head))
+                else:
+                    items.append(_Item("insn", head, args, tuple(prefixes)))
+    return items
+
+
+def _data_size(item: _Item) -> int:
+    if item.text in _DATA_SIZES:
+        return _DATA_SIZES[item.text] * len(_split_operands(item.args))
+    if item.text in (".zero", ".space", ".skip"):
+        return int(_split_operands(item.args)[0], 0)
+    raise _bad(f"data directive {item.text} {item.args} in .text")
+
+
+def _split_operands(args: str) -> list[str]:
+    return [a.strip() for a in re.split(r',(?=(?:[^"]*"[^"]*")*[^"]*$)', args) if a.strip()]
+
+
+def _align(item: _Item, offset: int) -> int:
+    parts = _split_operands(item.args) if item.args else []
+    if not parts:
+        raise _bad(f"{item.text} without an argument")
+    value = int(parts[0], 0)
+    boundary = 1 << value if item.text == ".p2align" else value
+    target = -(-offset // boundary) * boundary
+    if len(parts) >= 3 and parts[2] and target - offset > int(parts[2], 0):
+        return offset  # max-skip exceeded: no padding
+    return target
+
+
+def _same_instruction(asm_mnemonic: str, cs_mnemonic: str) -> bool:
+    """LLVM's AT&T mnemonic and capstone's name the same instruction (spelling aside)."""
+    a, c = asm_mnemonic.lower(), cs_mnemonic.lower().split()[-1]
+    if a == c:
+        return True
+    # Size suffixes and their absence (jmp/jmpq, callq/call, nop/nopw, movabs/movabsq ...).
+    for x, y in ((a, c), (c, a)):
+        if x.startswith(y) and len(x) - len(y) <= 1:
+            return True
+    return a.rstrip("bwlq") == c.rstrip("bwlq") and a[:1] == c[:1]
+
+
+# -- the walk ----------------------------------------------------------------------------------
+
+def recover(obj: bytes | CoffObject, asm: str) -> RecoveredCode:
+    """Functions, funclets, labels, instructions and call sites of an object LLVM emitted
+    together with `asm`, its assembly text (`CodegenResult.obj`, `.asm`)."""
+    coff = obj if isinstance(obj, CoffObject) else CoffObject.parse(obj)
+    text = coff.section(".text")
+    code = text.data
+    md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+    md.syntax = capstone.CS_OPT_SYNTAX_ATT
+
+    function_symbols = {s.name: s for s in coff.functions_in(".text")}
+    labels: dict[str, int] = {}
+    instructions: list[Instruction] = []
+    # per function: [name, start, end of last instruction, calls]
+    bodies: list[list] = []
+    offset = 0
+    pending_prefix = False
+    open_label: str | None = None      # an EH begin label whose invoke has not ended
+    open_calls: list[int] = []         # indices into calls of the current function since it
+    calls: list[dict] = []
+
+    def close_function():
+        nonlocal open_label
+        if open_label is not None:
+            raise _bad(f"EH label {open_label} opens an invoke that never ends", labels[open_label])
+
+    for item in _text_items(asm):
+        if item.kind == "label":
+            labels[item.text] = offset
+            if item.text in function_symbols:
+                close_function()
+                sym = function_symbols[item.text]
+                if sym.value != offset:
+                    raise _bad(f"function {item.text} at 0x{sym.value:x} in the object, "
+                               f"0x{offset:x} in the assembly text", offset)
+                bodies.append([item.text, offset, offset, []])
+            elif item.text.startswith(".Ltmp"):
+                if open_label is None:
+                    open_label, open_calls = item.text, []
+                elif open_calls:
+                    for index in open_calls:
+                        calls[index]["invoke"] = (open_label, item.text)
+                    open_label, open_calls = None, []
+                else:
+                    open_label = item.text  # two labels, no call between: keep the later
+            continue
+        if item.kind == "align":
+            offset = _align(item, offset)
+            continue
+        if item.kind == "data":
+            offset += _data_size(item)
+            continue
+        if item.kind == "prefix":
+            pending_prefix = True
+            continue
+        # an instruction
+        if offset >= len(code):
+            raise _bad(f"instruction {item.text} past the end of .text ({len(code)} bytes)", offset)
+        decoded = next(md.disasm_lite(code[offset:offset + 16], offset, 1), None)
+        if decoded is None:
+            raise _bad(f"capstone cannot decode the bytes of {item.text} {item.args}", offset)
+        _, size, mnemonic, operands = decoded
+        # A prefix may change what the bytes decode as (`rep bsf` is `tzcnt`): compare only
+        # unprefixed instructions; sizes still keep the walk aligned.
+        if not pending_prefix and not item.prefixes and not _same_instruction(item.text, mnemonic):
+            raise _bad(f"assembly text says {item.text} {item.args}, the object holds "
+                       f"{mnemonic} {operands}", offset)
+        pending_prefix = False
+        insn = Instruction(offset, size, mnemonic, operands)
+        instructions.append(insn)
+        if not bodies:
+            raise _bad(f"instruction {mnemonic} before any function symbol", offset)
+        bodies[-1][2] = insn.end
+        site = _call_site(coff, text, insn, "rex64" in item.prefixes)
+        if site is not None:
+            calls.append(site)
+            bodies[-1][3].append(len(calls) - 1)
+            if open_label is not None and not site["kind"].endswith("tail-jump"):
+                open_calls.append(len(calls) - 1)
+        offset = insn.end
+    close_function()
+    if pending_prefix:
+        raise _bad("a prefix ends the assembly text", offset)
+    if offset > len(code):
+        raise _bad(f"the assembly text covers 0x{offset:x} bytes, .text has 0x{len(code):x}", offset)
+
+    entries = {e.begin: e for e in coff.runtime_functions() if e.code_section == ".text"}
+    xdata = coff.section(".xdata").data if coff.has_section(".xdata") else b""
+    functions = []
+    for name, start, end, call_indices in bodies:
+        entry = entries.pop(start, None)
+        unwind = None
+        if entry is not None:
+            if entry.end != end:
+                raise _bad(f"{name}: .pdata says it ends at 0x{entry.end:x}, its last instruction "
+                           f"ends at 0x{end:x}", start)
+            unwind = decode_unwind_info(xdata, entry.unwind)
+        m = FUNCLET_NAME.fullmatch(name)
+        kind, parent = (FUNCLET_KINDS[m["kind"]], m["parent"]) if m else ("function", None)
+        sites = tuple(CallSite(c["kind"], c["callee"], c["offset"], c["return_offset"],
+                               c.get("invoke")) for c in (calls[i] for i in call_indices))
+        functions.append(CodeFunction(name, kind, parent, start, end,
+                                      entry.unwind if entry else None, unwind, sites))
+    if entries:
+        stray = ", ".join(f"0x{b:x}" for b in sorted(entries))
+        raise _bad(f".pdata entries that start at no function symbol: {stray}")
+    return RecoveredCode(tuple(functions), labels, tuple(instructions), len(code))
+
+
+def _call_site(coff: CoffObject, text, insn: Instruction, rex64: bool) -> dict | None:
+    """A call (or a tail jump) as a call-site record, else None. A tail jump is a `jmp` to a
+    symbol through a relocation, or `rex64 jmpq *reg`: the Win64 target marks its indirect
+    tail calls with a REX prefix (the unwinder recognises an epilogue by it); a jump-table
+    dispatch has none."""
+    m = insn.mnemonic
+    is_call = m.startswith("call")
+    is_jump = m in ("jmp", "jmpq")
+    if not (is_call or is_jump):
+        return None
+    reloc = None
+    for field_offset in range(insn.offset + 1, insn.end):
+        reloc = text.relocation_at(field_offset)
+        if reloc is not None:
+            break
+    direct = not insn.operands.startswith("*")
+    callee = None
+    if reloc is not None and reloc.type in (RelocationType.REL32, RelocationType.REL32_1,
+                                             RelocationType.REL32_2, RelocationType.REL32_3,
+                                             RelocationType.REL32_4, RelocationType.REL32_5):
+        callee = reloc.symbol
+    elif direct:
+        # A direct call resolved by the assembler (a target in .text): name what is there.
+        target = int(insn.operands, 0) if insn.operands else None
+        callee = _symbol_at(coff, target)
+    if is_jump:
+        if not direct and rex64:
+            return {"kind": "indirect-tail-jump", "callee": callee if reloc is not None else None,
+                    "offset": insn.offset, "return_offset": None}
+        if callee is None or not direct or reloc is None:
+            return None  # an ordinary branch inside the code
+        return {"kind": "tail-jump", "callee": callee, "offset": insn.offset, "return_offset": None}
+    return {"kind": "call" if direct else "indirect-call", "callee": callee,
+            "offset": insn.offset, "return_offset": insn.end}
+
+
+def _symbol_at(coff: CoffObject, offset: int | None) -> str | None:
+    if offset is None:
+        return None
+    for s in coff.functions_in(".text"):
+        if s.value == offset:
+            return s.name
+    return None

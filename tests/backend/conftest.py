@@ -1,0 +1,103 @@
+"""Shared fixtures of the backend tests: one worker pool, and every method of the embedded
+sample (our tests/il programs) translated once and compiled once at O0 and O2."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+import pytest
+
+from llilc_eh.assembly.body import ClauseKind
+from llilc_eh.assembly.loader import Assembly
+from llilc_eh.backend.codegen import CodegenPool, CodegenResult, object_symbol
+from llilc_eh.backend.coff import CoffObject
+from llilc_eh.backend.recover import RecoveredCode, recover
+from llilc_eh.cli import sample_path
+from llilc_eh.errors import BackendError
+from llilc_eh.il.method import analyze
+from llilc_eh.reader.jitee import JitEE
+from llilc_eh.reader.translate import ReaderResult, translate
+
+OPT_LEVELS = (0, 2)
+
+
+@dataclass
+class CompiledMethod:
+    rid: int
+    name: str
+    reader: ReaderResult
+    il_clauses: tuple
+    opt: int
+    result: CodegenResult | BackendError
+
+    @property
+    def parent(self) -> str:
+        return object_symbol(self.reader.parent)
+
+    @property
+    def has_eh(self) -> bool:
+        return bool(self.il_clauses)
+
+    @property
+    def has_filter(self) -> bool:
+        return any(c.kind == ClauseKind.FILTER for c in self.il_clauses)
+
+    @property
+    def pads(self) -> int:
+        return self.reader.catchpads + self.reader.cleanuppads
+
+    @property
+    def coff(self) -> CoffObject:
+        if not hasattr(self, "_coff"):
+            self._coff = CoffObject.parse(self.result.obj)
+        return self._coff
+
+    @property
+    def recovered(self) -> RecoveredCode:
+        if not hasattr(self, "_recovered"):
+            self._recovered = recover(self.coff, self.result.asm)
+        return self._recovered
+
+
+@pytest.fixture(scope="session")
+def pool():
+    with CodegenPool(4) as p:
+        yield p
+
+
+@pytest.fixture(scope="session")
+def sample_readers():
+    asm = Assembly(sample_path())
+    ee = JitEE(asm)
+    readers = []
+    for rid in asm.methods_with_il():
+        body = asm.body(rid)
+        name = str(asm.method(rid))
+        readers.append((rid, name, translate(asm, analyze(body), ee), tuple(body.clauses)))
+    return readers
+
+
+@pytest.fixture(scope="session")
+def sample_compiled(pool, sample_readers) -> dict[int, list[CompiledMethod]]:
+    """{opt: [CompiledMethod]} for every method of the sample."""
+    compiled = {}
+    for opt in OPT_LEVELS:
+        results = pool.compile_many([r.module for _, _, r, _ in sample_readers], opt,
+                                    methods=[name for _, name, _, _ in sample_readers])
+        compiled[opt] = [CompiledMethod(rid, name, reader, clauses, opt, result)
+                         for (rid, name, reader, clauses), result in zip(sample_readers, results)]
+    return compiled
+
+
+@pytest.fixture(scope="session")
+def readobj():
+    path = shutil.which("llvm-readobj")
+    assert path, "llvm-readobj (Debian package llvm) is required"
+    return path
+
+
+def run_readobj(readobj: str, path, *flags: str) -> str:
+    return subprocess.run([readobj, *flags, str(path)], check=True, capture_output=True,
+                          text=True).stdout
