@@ -81,3 +81,15 @@ class FuncletError(LlilcEhError):
     """The module cannot be read into a funclet model (unparsable, parent missing, ...)."""
 
     stage = "funclets"
+
+
+class ClauseError(LlilcEhError):
+    """No sound clause table can be made for a method: the funclet model and the placed code
+    disagree (a call reaches a handler that has no code, merged calls with different
+    dispatch chains, a funclet whose machine code cannot be identified, ...)."""
+
+    stage = "clauses"
+
+    def offset_text(self) -> str:
+        # Code offsets from the method's start, not IL offsets.
+        return f"+0x{self.offset:x}"

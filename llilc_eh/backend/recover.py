@@ -20,6 +20,14 @@ From that walk and the object:
   the call). A call between an EH begin label and the next EH label is an invoke: LLVM
   writes one `.Ltmp` label right before each invoke's call sequence and one after it (after
   the `nop` the Win64 target puts there to keep the return address inside the range).
+  Each call site also carries the identities N of the reader's call-site markers that
+  reach it (`CallSite.callsites`): the inline asm `"# llilc.callsite N"` is zero bytes and
+  shows in the text as a comment line between `#APP` and `#NO_APP`; the call it marks is
+  the first call (or tail jump) execution reaches from it -- falling through conditional
+  branches, following unconditional ones, since LLVM's tail merging (O2) turns two marked
+  `call THROW; ud2` tails into one call both markers jump to. A marker that reaches a
+  `ret`, a trap or its function's end before any call is an `asm-mismatch` (LLVM kept
+  the marker and dropped its call: never observed, and never guessed around).
 
 All offsets are `.text` offsets. The parent is the first function in the module, hence at
 offset 0, and LLVM's CLR table measures from its start, so for the parent's method these
@@ -28,6 +36,7 @@ are also method-relative offsets (`RecoveredCode.method_offset` says so explicit
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -89,6 +98,9 @@ class CallSite:
     offset: int                       # of the call instruction, in .text
     return_offset: int | None         # the return address (None for a tail jump)
     invoke: tuple[str, str] | None = None   # the EH labels bracketing it, for an invoke
+    callsites: tuple[int, ...] = ()   # the reader's call-site markers N that reach it: one, or
+                                      # several where LLVM merged calls; none: a call LLVM made
+                                      # itself (memcpy, __chkstk, ...)
 
     @property
     def code_range(self) -> CodeRange:
@@ -102,7 +114,8 @@ class CallSite:
     def __str__(self) -> str:
         ret = f"-> {self.return_offset:#06x}" if self.return_offset is not None else "(tail)"
         where = f"  invoke [{self.invoke[0]}, {self.invoke[1]})" if self.invoke else ""
-        return f"{self.offset:#06x} {ret}  {self.kind:<13} {self.callee or '*'}{where}"
+        mark = "".join(f"  #{n}" for n in self.callsites)
+        return f"{self.offset:#06x} {ret}  {self.kind:<13} {self.callee or '*'}{where}{mark}"
 
 
 @dataclass(frozen=True)
@@ -193,6 +206,7 @@ class _Item:
     prefixes: tuple[str, ...] = ()   # of an instruction, as the text writes them
 
 
+_CALLSITE_MARKER = re.compile(r"\s*#\s*llilc\.callsite (\d+)\s*$")  # Translator.call's inline asm
 _LABEL = re.compile(r'("(?:[^"\\]|\\.)*"|[^\s:"]+):')
 
 
@@ -228,6 +242,9 @@ def _text_items(asm: str) -> list[_Item]:
     """The statements of the assembly text that belong to `.text`, in order."""
     items, section = [], ".text"
     for line in asm.splitlines():
+        if section == ".text" and (marker := _CALLSITE_MARKER.match(line)):
+            items.append(_Item("marker", marker.group(1)))
+            continue
         for stmt in _statements(line):
             while True:  # a line may hold labels followed by a statement
                 m = _LABEL.match(stmt)
@@ -329,6 +346,7 @@ def recover(obj: bytes | CoffObject, asm: str) -> RecoveredCode:
     open_label: str | None = None      # an EH begin label whose invoke has not ended
     open_calls: list[int] = []         # indices into calls of the current function since it
     calls: list[dict] = []
+    markers: list[tuple[int, int, int]] = []   # (N, offset, function index) of call-site markers
 
     def close_function():
         nonlocal open_label
@@ -336,6 +354,9 @@ def recover(obj: bytes | CoffObject, asm: str) -> RecoveredCode:
             raise _bad(f"EH label {open_label} opens an invoke that never ends", labels[open_label])
 
     for item in _text_items(asm):
+        if item.kind == "marker":
+            markers.append((int(item.text), offset, len(bodies) - 1))
+            continue
         if item.kind == "label":
             labels[item.text] = offset
             if item.text in function_symbols:
@@ -384,6 +405,7 @@ def recover(obj: bytes | CoffObject, asm: str) -> RecoveredCode:
         bodies[-1][2] = insn.end
         site = _call_site(coff, text, insn, "rex64" in item.prefixes)
         if site is not None:
+            site["callsites"] = []
             calls.append(site)
             bodies[-1][3].append(len(calls) - 1)
             if open_label is not None and not site["kind"].endswith("tail-jump"):
@@ -394,6 +416,7 @@ def recover(obj: bytes | CoffObject, asm: str) -> RecoveredCode:
         raise _bad("a prefix ends the assembly text", offset)
     if offset > len(code):
         raise _bad(f"the assembly text covers 0x{offset:x} bytes, .text has 0x{len(code):x}", offset)
+    _attach_markers(markers, instructions, calls, bodies)
 
     entries = {e.begin: e for e in coff.runtime_functions() if e.code_section == ".text"}
     xdata = coff.section(".xdata").data if coff.has_section(".xdata") else b""
@@ -409,13 +432,52 @@ def recover(obj: bytes | CoffObject, asm: str) -> RecoveredCode:
         m = FUNCLET_NAME.fullmatch(name)
         kind, parent = (FUNCLET_KINDS[m["kind"]], m["parent"]) if m else ("function", None)
         sites = tuple(CallSite(c["kind"], c["callee"], c["offset"], c["return_offset"],
-                               c.get("invoke")) for c in (calls[i] for i in call_indices))
+                               c.get("invoke"), tuple(c["callsites"])) for c in (calls[i] for i in call_indices))
         functions.append(CodeFunction(name, kind, parent, start, end,
                                       entry.unwind if entry else None, unwind, sites))
     if entries:
         stray = ", ".join(f"0x{b:x}" for b in sorted(entries))
         raise _bad(f".pdata entries that start at no function symbol: {stray}")
     return RecoveredCode(tuple(functions), labels, tuple(instructions), len(code))
+
+
+_STOPS = {"ret", "retq", "ud2", "int3", "hlt"}
+
+
+def _attach_markers(markers: list[tuple[int, int, int]], instructions: list[Instruction],
+                    calls: list[dict], bodies: list[list]) -> None:
+    """Give each call-site marker to the call it marks: the first call (or tail jump) that
+    execution reaches from the marker, falling through conditional branches and following
+    unconditional ones. Straight-line text order is not enough: LLVM's tail merging (O2)
+    lets two marked blocks jump to one shared `call; ud2` tail, so one machine call may
+    carry several markers."""
+    index_at = {insn.offset: k for k, insn in enumerate(instructions)}
+    call_at = {c["offset"]: c for c in calls}
+    starts = [insn.offset for insn in instructions]
+    for n, at, body in markers:
+        if body < 0:
+            raise _bad(f"call-site marker {n} before any function symbol", at)
+        _, start, end, _ = bodies[body]
+        k = bisect.bisect_left(starts, at)
+        seen: set[int] = set()
+        while True:
+            insn = instructions[k] if k < len(instructions) else None
+            if insn is None or not start <= insn.offset < end or k in seen:
+                raise _bad(f"call-site marker {n} reaches no call in its function", at)
+            seen.add(k)
+            if insn.offset in call_at:
+                call_at[insn.offset]["callsites"].append(n)
+                break
+            if insn.mnemonic in _STOPS:
+                raise _bad(f"call-site marker {n} reaches {insn.mnemonic} at 0x{insn.offset:x} before any call", at)
+            if insn.mnemonic in ("jmp", "jmpq") and not insn.operands.startswith("*"):
+                target = int(insn.operands, 0)
+                if target not in index_at:
+                    raise _bad(f"call-site marker {n}: the jump at 0x{insn.offset:x} lands inside an instruction",
+                               at)
+                k = index_at[target]
+                continue
+            k += 1
 
 
 def _call_site(coff: CoffObject, text, insn: Instruction, rex64: bool) -> dict | None:

@@ -6,17 +6,72 @@ hands the runtime (one `NativeClause` per CORINFO_EH_CLAUSE, end offsets in the 
 them: design decision 10), and it judges any such table — ours, LLVM's own CoreCLR table,
 RyuJIT's from a ReadyToRun image — with one validator (`validate.py`, decision 12).
 
-    validate(method: NativeMethod, profile="coreclr-psp") -> list[Finding]
+    generate_clauses(model, placed, profile="coreclr-psp") -> NativeMethod   (generate.py)
+    encode_clauses(native) -> bytes;  decode_clauses(bytes) -> clauses
+    validate(method: NativeMethod, profile="coreclr-psp") -> list[Finding]   (validate.py)
+    compare_with_llvm(ours, llvm_clauses, return_addresses) -> Differential (differential.py)
 
-Profiles: `coreclr-psp` (default: CoreCLR x64 .NET Core 3.1 – .NET 9, PSPSym, duplicate
-clauses), `coreclr-net10` (no PSPSym; same table rules), `nativeaot` (SAMETRY, no
-duplicate clauses). The rules, their sources and the legal patterns a naive checker would
-reject (cloned-finally clauses, identical try ranges of distinct tries) are documented in
-`validate.py`.
+`placed` (`PlacedCode`) is the method in one code layout: main body, each model funclet's
+range, every machine call with its call-site identity; `placed_from_recovered` reads it
+from LLVM's own layout. Profiles: `coreclr-psp` (default: CoreCLR x64 .NET Core 3.1 –
+.NET 9, PSPSym, duplicate clauses), `coreclr-net10` (no PSPSym; duplicates and SAMETRY),
+`nativeaot` (SAMETRY, no duplicate clauses). The rules, their sources and the legal
+patterns a naive checker would reject (cloned-finally clauses, identical try ranges of
+distinct tries, split tries) are documented in `validate.py`; how a try range follows from
+the calls, in `generate.py`; LLVM's quirks, in `differential.py`.
 """
 
-from .validate import (CONVENTION, DEFAULT_PROFILE, ERROR, RULE_NAMES, RULES, ClauseTable, Finding,
-                       Profile, Rule, error_findings, validate)
+from .differential import Difference, Differential, compare_with_llvm, llvm_differential
+from .generate import (
+                       CallSiteMatch,
+                       PlacedCall,
+                       PlacedCode,
+                       decode_clauses,
+                       encode_clauses,
+                       generate_clauses,
+                       match_call_sites,
+                       match_funclets,
+                       placed_from_recovered,
+                       placed_in_clr_order,
+)
+from .validate import (
+                       CONVENTION,
+                       DEFAULT_PROFILE,
+                       ERROR,
+                       RULE_NAMES,
+                       RULES,
+                       ClauseTable,
+                       Finding,
+                       Profile,
+                       Rule,
+                       error_findings,
+                       validate,
+)
 
-__all__ = ["CONVENTION", "DEFAULT_PROFILE", "ERROR", "RULE_NAMES", "RULES", "ClauseTable", "Finding",
-           "Profile", "Rule", "error_findings", "validate"]
+__all__ = [
+                       "CONVENTION",
+                       "DEFAULT_PROFILE",
+                       "ERROR",
+                       "RULES",
+                       "RULE_NAMES",
+                       "CallSiteMatch",
+                       "ClauseTable",
+                       "Difference",
+                       "Differential",
+                       "Finding",
+                       "PlacedCall",
+                       "PlacedCode",
+                       "Profile",
+                       "Rule",
+                       "compare_with_llvm",
+                       "decode_clauses",
+                       "encode_clauses",
+                       "error_findings",
+                       "generate_clauses",
+                       "llvm_differential",
+                       "match_call_sites",
+                       "match_funclets",
+                       "placed_from_recovered",
+                       "placed_in_clr_order",
+                       "validate",
+]

@@ -27,6 +27,13 @@ Vocabulary
   are cloned finallys, which always appear at the end"); the thunk lies in the main body
   or, when the try/finally is itself inside a handler, in that handler's funclet
   (measured on CoreLib 3.1: 69 cloned finallys, 2 of them inside funclets).
+* *split try*: one handler reached from several disjoint try ranges, one primary clause
+  per range -- same handler range, kind and class token / filter offset, tries disjoint and
+  in one code region. A JIT whose block layout does not keep a try's code contiguous (LLVM:
+  `emitCLRExceptionTable` writes one clause per maximal run of an EH state, so code of
+  another try or an unprotected call between two runs splits the clause; our generator
+  does the same) needs it; the runtime takes the first clause covering the PC, and only
+  one part covers any PC. RyuJIT keeps tries contiguous: its tables never split one.
 * *code region*: the main body or one funclet. A try's *region* is the one holding it.
 * *logical enclosure*: a try in a handler funclet sits, in IL, inside that handler; so the
   tries that protect a funclet are the ones that strictly contain the try of the clause
@@ -58,7 +65,8 @@ handler-is-funclet  a handler range is exactly one funclet; a filter clause's fi
 handlers-disjoint   handler and filter ranges are disjoint from the main body and from each
                     other; identical ranges only between a primary and its duplicates (the
                     runtime pairs a duplicate with its primary by equal HandlerStartPC and
-                    HandlerEndPC: exceptionhandling.cpp, resume-frame search).
+                    HandlerEndPC: exceptionhandling.cpp, resume-frame search), and between
+                    the parts of a split try.
 try-placement       a primary's try lies in the main body or inside one handler funclet —
                     never in a filter (filters contain no EH regions: fgNormalizeEH), never
                     inside its own handler.
@@ -79,7 +87,8 @@ duplicate-matches-primary
                     filter's exceptions never escape) that the primary's try logically
                     encloses (genReportEH, ehTrueEnclosingTryIndexIL).
 duplicate-coverage  CoreCLR profiles: every handler funclet logically inside a primary's try
-                    is covered by duplicates of that primary. Without one, an exception in
+                    is covered by duplicates of that primary (of any part of its split try:
+                    a duplicate names a handler, not one of its parts). Without one, an exception in
                     the funclet skips the parent frame's clauses entirely (HandleFunclets
                     skips to the parent) and the enclosing handler never runs.
 duplicate-order     duplicates over the same code keep their primaries' inner-to-outer order
@@ -187,6 +196,7 @@ class ClauseTable:
         self.code_size = method.code_size
         self.regions: tuple[CodeRange, ...] = (method.main, *method.funclets)  # 0 is the main body
         self._protectors: dict[int, tuple[frozenset[int], frozenset[int]]] = {}
+        self._parts: dict[int, tuple[int, ...]] = {}
 
     # --- clause categories -------------------------------------------------------------
 
@@ -237,6 +247,24 @@ class ClauseTable:
         extra = [name for flag, name in ((ClauseFlags.DUPLICATED, "duplicate"), (ClauseFlags.SAMETRY, "sametry"))
                  if c.flags & flag]
         return f"clause {i} ({', '.join([c.kind, *extra])})"
+
+    def same_handler(self, a: int, b: int) -> bool:
+        """One handler: the same handler range, kind and class token / filter offset."""
+        ca, cb = self.clauses[a], self.clauses[b]
+        return (ca.handler_start, ca.handler_end) == (cb.handler_start, cb.handler_end) and self.same_kind(a, b)
+
+    def split_parts(self, a: int, b: int) -> bool:
+        """Are primaries a and b two parts of one split try (see the vocabulary)?"""
+        ca, cb = self.clauses[a], self.clauses[b]
+        return (self.is_primary(a) and self.is_primary(b) and self.same_handler(a, b)
+                and not _overlap((ca.try_start, ca.try_end), (cb.try_start, cb.try_end))
+                and self.try_region(a) is not None and self.try_region(a) == self.try_region(b))
+
+    def parts(self, q: int) -> tuple[int, ...]:
+        """Primary q and the other parts of its split try (just (q,) for an unsplit try)."""
+        if q not in self._parts:
+            self._parts[q] = tuple(p for p in self.primaries if p == q or self.split_parts(p, q))
+        return self._parts[q]
 
     def same_kind(self, a: int, b: int) -> bool:
         """Same kind and the same class token or filter offset."""
@@ -458,6 +486,8 @@ def handlers_disjoint(t: ClauseTable) -> Report:
                 continue
             if (si, ei) == (sj, ej) and what_i == what_j and not (t.is_primary(i) and t.is_primary(j)):
                 continue  # a primary and its duplicates, or two duplicates of one primary
+            if (si, ei) == (sj, ej) and what_i == what_j and t.split_parts(i, j):
+                continue  # two parts of one split try
             how = "share the range" if (si, ei) == (sj, ej) else "overlap"
             yield (i, j), (f"{t.label(i)} {what_i} {_rng(si, ei)} and {t.label(j)} {what_j} {_rng(sj, ej)} "
                            f"{how}; only a primary and its duplicates share a handler")
@@ -549,7 +579,7 @@ def duplicate_matches_primary(t: ClauseTable) -> Report:
                                        f"{t.clauses[same_range[0]].class_token_or_filter:#x})")
             continue
         _, possible = t.protectors(r)
-        if q not in possible:
+        if not possible.intersection(t.parts(q)):
             owner = t.handler_owner[r]
             qc = t.clauses[q]
             yield (d, q), (f"{t.label(d)} repeats {t.label(q)} over {t.region_name(r)}, the handler of "
@@ -565,7 +595,8 @@ def duplicate_coverage(t: ClauseTable) -> Report:
         certain, _ = t.protectors(r)
         for q in sorted(certain):
             cover = sorted((t.clauses[d].try_start, t.clauses[d].try_end) for d in t.duplicates
-                           if t.primary_of(d) == q and t.region_of(t.clauses[d].try_start, t.clauses[d].try_end) == r)
+                           if t.primary_of(d) is not None and t.primary_of(d) in t.parts(q)
+                           and t.region_of(t.clauses[d].try_start, t.clauses[d].try_end) == r)
             reached = funclet.start
             for s, e in cover:
                 if s <= reached:
@@ -579,8 +610,10 @@ def duplicate_coverage(t: ClauseTable) -> Report:
 
 
 def duplicate_order(t: ClauseTable) -> Report:
+    # A split try's duplicates rank with its last part: each part of an inner try comes
+    # before the outer part that encloses it, so before the outer try's last part.
     ds = [(d, t.primary_of(d)) for d in t.duplicates]
-    ds = [(d, q) for d, q in ds if q is not None]
+    ds = [(d, max(t.parts(q))) for d, q in ds if q is not None]
     for a, (d1, q1) in enumerate(ds):
         c1 = t.clauses[d1]
         for d2, q2 in ds[a + 1:]:

@@ -60,6 +60,12 @@ inner-before-outer). -1 stands for "no handler": the caller. Per state:
   throws, or loops) takes the target of the unwind edges that leave it, else -1;
 * `handler_parent` — the state of the funclet the pad sits in, -1 for the main body.
 
+Every call site carries its identity N (`CallSite.callsite`): the reader writes a zero-byte
+inline-asm marker `"# llilc.callsite N"` right before each call and invoke, numbered per
+function; the marker is read here (it is no call site itself) and found again in LLVM's
+assembly text by `backend.recover`, so machine calls match the model's exactly, whatever
+LLVM's block layout (DESIGN decision 8).
+
 An invoke's state is the state of the handler its unwind edge reaches (a catchswitch's first
 handler, or the cleanuppad); `protecting(call)` walks `next` from there: every handler that
 may see an exception raised at that call, in dispatch order. The tries of those states are
@@ -180,6 +186,8 @@ class CallSite:
     invoke: bool
     unwind: str | None = None       # invokes: the pad block the unwind edge reaches
     state: int | None = None        # invokes: the EH state of that pad; None if it is no pad
+    callsite: int | None = None     # the reader's call-site marker N right before it (its identity
+                                    # in the machine code: recover's CallSite.callsites); None: none
 
     @property
     def where(self) -> str:
@@ -350,6 +358,9 @@ _DEFINE_NAME = re.compile(r'@("(?:[^"\\]|\\.)*"|[-\w$.]+)\(')
 _IL_COMMENT = re.compile(r"; IL_([0-9a-fA-F]+):")
 _CLAUSE_COMMENT = re.compile(r"; IL clause #(\d+)")
 _IL_LABEL = re.compile(r"IL_([0-9a-fA-F]+)\b")
+# The reader's zero-byte marker before each call (`Translator.call`): `call void asm sideeffect
+# "# llilc.callsite N", ""()`; LLVM prints inline asm as `asm sideeffect "<text>", "<constraints>"`.
+_CALLSITE_MARKER = re.compile(r'\basm\b[^"]*"# llilc\.callsite (\d+)"')
 _CALLEE = re.compile(r"\b(?:call|invoke)\b[^@%]*?(@(?:\"(?:[^\"\\]|\\.)*\"|[-\w$.]+)|%[-\w$.]+)\(")
 
 
@@ -656,15 +667,20 @@ class _Builder:
         for block in f.blocks:
             if block not in f.colors or block not in self.funclet_of_block:
                 continue
+            marker = None                   # the call-site marker that precedes the next call
             for k, inst in enumerate(block.insts):
                 if inst.opcode not in ("call", "invoke"):
+                    continue
+                if (m := _CALLSITE_MARKER.search(inst.text)) is not None:
+                    marker = int(m.group(1))
                     continue
                 m = _CALLEE.search(inst.text)
                 callee = m.group(1) if m else "?"
                 if callee.startswith(("@llvm.", '@"llvm.')):
                     continue
                 row = dict(block=block.label, funclet=self.funclet_of_block[block], il_offset=self.offsets[block][k],
-                           callee=callee, invoke=inst.opcode == "invoke")
+                           callee=callee, invoke=inst.opcode == "invoke", callsite=marker)
+                marker = None
                 if row["invoke"]:
                     row["unwind"] = inst.labels[-1]
                     row["state"] = self._dest_state(inst.labels[-1])

@@ -46,6 +46,7 @@ TRIPLE = "x86_64-pc-windows-msvc"
 DATALAYOUT = "e-m:w-p270:32:32-p271:32:32-p272:64:64-i64:64-i128:128-f80:128-n8:16:32:64-S128"
 PERSONALITY = "@ProcessCLRException"
 FILTER_CATCHPAD_MARKER = 0  # arg 0 of a filter handler's catchpad; arg 1 names its filter function
+CALLSITE_MARKER = "llilc.callsite"  # the inline-asm comment before every call (`Translator.call`)
 
 # Array and string layout of CoreCLR x64 (also jitee's): length at 8, elements at 16.
 ARRAY_LENGTH_OFFSET = 8
@@ -127,6 +128,7 @@ class Translator:
         self.declares: dict[str, str] = {}
         self.globals: dict[str, str] = {}
         self.helper_calls: dict[str, int] = {}
+        self.callsite_ids: dict[str, int] = {}   # per function: the next call-site marker number
         self.counts = {"catchswitch": 0, "catchpad": 0, "cleanuppad": 0}
         self.filters: list[Function] = []
         self.parent_name = quote_global(_mangle(m.body.name, m.body.token))
@@ -437,7 +439,16 @@ class Translator:
     def call(self, block: Block, ctx: Context, region: Region, ret: str, callee: str, args: list[str],
              offset: int, noreturn: bool = False, fnty: str | None = None) -> tuple[Block, str | None]:
         """A call at `offset`: an invoke if a dispatch protects it, with the funclet bundle in a
-        funclet. Returns the block to continue in and the result value."""
+        funclet. Returns the block to continue in and the result value.
+
+        Right before it goes a zero-byte call-site marker, `call void asm sideeffect
+        "# llilc.callsite N", ""()`, N counting the calls of the function from 0 in creation
+        order: the identity by which the backend finds this call in the machine code at any
+        optimisation level (DESIGN decision 8). Inline asm needs no funclet bundle (the lint
+        and WinEHPrepare exempt it) and is no call to the EH tables."""
+        n = self.callsite_ids.get(ctx.fn.name, 0)
+        self.callsite_ids[ctx.fn.name] = n + 1
+        block.emit(f'call void asm sideeffect "# {CALLSITE_MARKER} {n}", ""()')
         bundle = f" [ \"funclet\"(token {ctx.pad}) ]" if ctx.pad is not None else ""
         unwind = self.unwind_label(region, ctx) if ctx.kind != "filter" else None
         result = ctx.fn.value() if ret != "void" else None

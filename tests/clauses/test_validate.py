@@ -244,6 +244,38 @@ def test_mutual_protection_and_identical_tries():
     assert "duplicate-matches-primary" in rules(with_clauses(m, [*m.clauses, sibling_dup]))
 
 
+def test_split_try_is_legal():
+    # LLVM's layout at O0: the normal-path copy of a finally (its calls unprotected by it) sits
+    # between two runs of its try, so the finally gets two primaries -- one handler, two
+    # disjoint tries in the main body -- inside a catch whose try holds both; the catch's
+    # funclet lies inside nothing, the finally's inside the catch's try (one duplicate).
+    fin, cat = (0x40, 0x50), (0x50, 0x60)
+    m = method(0x40, [fin, cat], [
+        clause(FINALLY, (0x08, 0x10), fin),
+        clause(FINALLY, (0x20, 0x28), fin),
+        clause(CATCH, (0x08, 0x30), cat, TOKEN_A),
+        clause(CATCH | DUP, fin, cat, TOKEN_A),
+    ])
+    assert validate(m) == []
+    # Split parts must not overlap, must be one handler (kind, token) and lie in one region.
+    assert "handlers-disjoint" in rules(replace_clause(m, 1, try_start=0x0c))
+    assert "handlers-disjoint" in rules(replace_clause(m, 1, flags=FAULT))
+    catch_split = with_clauses(m, [clause(CATCH, (0x08, 0x10), cat, TOKEN_A), clause(CATCH, (0x20, 0x28), cat, TOKEN_E),
+                                   clause(FINALLY, (0x08, 0x30), fin)])
+    assert "handlers-disjoint" in rules(catch_split)
+    # A split try's duplicates name the handler, not one part of it: the duplicate pairs with
+    # part 1 (the first with that handler) although part 2 is the one holding the inner try.
+    inner, outer = (0x40, 0x50), (0x50, 0x60)
+    nested = method(0x40, [inner, outer], [
+        clause(CATCH, (0x08, 0x10), outer, TOKEN_A),     # outer try, part 1
+        clause(FINALLY, (0x20, 0x28), inner),            # inner try, inside part 2
+        clause(CATCH, (0x18, 0x30), outer, TOKEN_A),     # outer try, part 2
+        clause(CATCH | DUP, inner, outer, TOKEN_A),      # the inner handler lies in the outer try
+    ])
+    assert validate(nested) == []
+    assert "duplicate-coverage" in rules(with_clauses(nested, nested.clauses[:3]))
+
+
 def test_cloned_finally_inside_a_funclet_is_legal():
     # CoreLib 3.1 @0x48cd20: a try/finally inside a finally handler; its call-finally thunk
     # [0x124, 0x12e) lies in that handler's funclet.
@@ -600,9 +632,15 @@ def overlap_handlers(m, draw):
 def share_handler(m, draw):
     cs = m.clauses
     primaries = [i for i, c in enumerate(cs) if not c.is_duplicate]
-    if len(primaries) < 2:
+    # Not a legal split try: i taking j's handler must differ from j in kind or token, or
+    # have a try that overlaps j's or lies in another code region.
+    pairs = [(i, j) for i in primaries for j in primaries if i != j
+             and not (cs[i].flags == cs[j].flags and cs[i].class_token_or_filter == cs[j].class_token_or_filter
+                      and (cs[i].try_end <= cs[j].try_start or cs[j].try_end <= cs[i].try_start)
+                      and _region(m, *_tr(cs[i])) == _region(m, *_tr(cs[j])))]
+    if not pairs:
         return None
-    i, j = draw(st.lists(st.sampled_from(primaries), min_size=2, max_size=2, unique=True))
+    i, j = draw(st.sampled_from(pairs))
     mutated = list(cs)
     mutated[i] = dataclasses.replace(cs[i], handler_start=cs[j].handler_start, handler_end=cs[j].handler_end)
     return mutated, {"handlers-disjoint"}
