@@ -163,7 +163,16 @@ class Translator:
         self.args = [fn.alloca(f"%arg{i}", self._storage(s)) for i, s in enumerate(self.arg_sigs)]
         self.locals = [fn.alloca(f"%loc{i}", self._storage(s)) for i, s in enumerate(self.local_sigs)]
         for i, s in enumerate(self.arg_sigs):
-            fn.entry.emit(f"store {self._param_type(s)} %p{i + self._param_shift(i)}, ptr {self.args[i]}")
+            param = f"%p{i + self._param_shift(i)}"
+            if self.ee.stack_kind(s) is StackKind.VALUE:   # passed as a pointer to a copy: copy it in
+                self.declares["llvm.memcpy"] = "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)"
+                fn.entry.emit(f"call void @llvm.memcpy.p0.p0.i64(ptr {self.args[i]}, ptr {param}, "
+                              f"i64 {self.ee.size_and_align(s)[0]}, i1 false)")
+            else:
+                fn.entry.emit(f"store {self._param_type(s)} {param}, ptr {self.args[i]}")
+        if self.body.init_locals:   # `.locals init`: every local starts zeroed (ECMA-335 II.24.4.4)
+            for slot, s in zip(self.locals, self.local_sigs):
+                fn.entry.emit(f"store {self._storage(s)} zeroinitializer, ptr {slot}")
         main = Context("m", "main", self.tree.root, None, fn)
         self.main = main
         self._enqueue(0, main, ())
