@@ -1,6 +1,6 @@
 """backend stage: LLVM module -> x64 object -> what the code is.
 
-First half (this package so far):
+Modules, in pipeline order:
 
 * `codegen` -- `compile_module(ir_text, opt, timeout=)` / `CodegenPool`: LLVM codegen for
   `x86_64-pc-windows-msvc` (small code model, `-trap-unreachable`) in long-lived worker
@@ -15,12 +15,14 @@ First half (this package so far):
   its return address, invokes marked by their EH labels (`RecoveredCode`).
 * `llvm_table` -- `decode_llvm_clr_table(obj, parent)`: LLVM's own CoreCLR EH table from
   `.xdata` as `NativeClause`s, raw (a differential oracle for our clause generator).
-
-Still to come (second half): relinking the funclets into CLR order and the final image.
+* `image` -- `link_final_image(recovered, coff, model, parent)`: the final image, main body
+  then the funclets in the model's layout (each filter right before its handler), every
+  moved reference re-encoded, filter frame constants resolved, jump tables and `.pdata`
+  remapped, unwind data in the CLR's form (`FinalImage`, with `map()` and `verify()`).
 
 Errors are `llilc_eh.errors.BackendError` (stage "backend"); kinds: llvm-parse,
 llvm-verify, llvm-error, llvm-abort, llvm-timeout, worker-start, bad-coff, asm-mismatch,
-bad-llvm-table, no-function, no-label.
+bad-llvm-table, no-function, no-label, funclet-match, relink, frame-constants.
 """
 
 from .codegen import (
@@ -41,12 +43,26 @@ from .coff import (
                       StorageClass,
                       Symbol,
 )
+from .image import (
+                      FilterConstants,
+                      FinalImage,
+                      Fixup,
+                      FuncletMatch,
+                      ImageFinding,
+                      ImageRelocation,
+                      PlacedRange,
+                      link_final_image,
+                      match_funclets,
+                      read_frame_constants,
+)
 from .llvm_table import LlvmClrTable, decode_llvm_clr_table
 from .recover import CallSite, CodeFunction, Instruction, RecoveredCode, recover
 
 __all__ = [
     "CallSite", "CodeFunction", "CodegenPool", "CodegenResult", "CodegenTimings", "CoffObject",
-    "Instruction", "LlvmClrTable", "RecoveredCode", "Relocation", "RelocationType",
+    "FilterConstants", "FinalImage", "Fixup", "FuncletMatch", "ImageFinding", "ImageRelocation",
+    "Instruction", "LlvmClrTable", "PlacedRange", "RecoveredCode", "Relocation", "RelocationType",
     "RuntimeFunctionEntry", "Section", "SectionFlags", "StorageClass", "Symbol",
-    "compile_module", "decode_llvm_clr_table", "default_pool", "object_symbol", "recover",
+    "compile_module", "decode_llvm_clr_table", "default_pool", "link_final_image", "match_funclets",
+    "object_symbol", "read_frame_constants", "recover",
 ]
