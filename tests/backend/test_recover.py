@@ -59,15 +59,19 @@ def test_every_sample_object_is_recovered(sample_compiled, opt):
 @pytest.mark.parametrize("opt", OPT_LEVELS)
 def test_call_sites_match_the_ir(sample_compiled, opt):
     """Each call site names an IR callee; at O0 every call of the IR is there, except calls
-    in code LLVM removes as unreachable (after a noreturn throw)."""
+    in code LLVM removes as unreachable (after a noreturn throw). O2 may also clone a call
+    (tail duplication, unrolling), so there only the callees must be the IR's."""
     for m in sample_compiled[opt]:
         code = m.recovered
         expected = ir_callees(m.reader.module)
         got = collections.Counter(s.callee for s in code.calls() if s.callee is not None)
-        assert not (got - expected), f"{m.name}: calls the IR does not make: {got - expected}"
-        invokes = sum(1 for s in code.calls() if s.is_invoke)
-        assert invokes <= len(_INVOKE.findall(m.reader.module))
         if opt == 0:
+            assert not (got - expected), f"{m.name}: calls the IR does not make: {got - expected}"
+        else:
+            assert set(got) <= set(expected), f"{m.name}: callees the IR does not call: {set(got) - set(expected)}"
+        if opt == 0:
+            invokes = sum(1 for s in code.calls() if s.is_invoke)
+            assert invokes <= len(_INVOKE.findall(m.reader.module))
             # Each invoke is bracketed by its own pair of EH labels, right around the call.
             for s in code.calls():
                 if s.is_invoke:
