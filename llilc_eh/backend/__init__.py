@@ -51,6 +51,7 @@ from .image import (
                       ImageFinding,
                       ImageRelocation,
                       PlacedRange,
+                      Segment,
                       link_final_image,
                       match_funclets,
                       read_frame_constants,
@@ -62,7 +63,7 @@ __all__ = [
     "CallSite", "CodeFunction", "CodegenPool", "CodegenResult", "CodegenTimings", "CoffObject",
     "FilterConstants", "FinalImage", "Fixup", "FuncletMatch", "ImageFinding", "ImageRelocation",
     "Instruction", "LlvmClrTable", "PlacedRange", "RecoveredCode", "Relocation", "RelocationType",
-    "RuntimeFunctionEntry", "Section", "SectionFlags", "StorageClass", "Symbol",
+    "RuntimeFunctionEntry", "Section", "SectionFlags", "Segment", "StorageClass", "Symbol",
     "compile_module", "decode_llvm_clr_table", "default_pool", "link_final_image", "match_funclets",
     "object_symbol", "read_frame_constants", "recover",
 ]

@@ -190,9 +190,6 @@ class PlacedRange:
     segments: tuple[Segment, ...] = ()  # what the range is made of, in order (usually the
                                         # whole source; see `_stray_tails`)
 
-    def holds_source(self, offset: int) -> bool:
-        return any(s.source.start <= offset < s.source.end for s in self.segments)
-
     @property
     def begin(self) -> int:
         return self.code_range.start
@@ -1357,5 +1354,5 @@ def _constant_value(insn: _Insn, rtype, site) -> int | None:
 
 __all__ = [
     "FilterConstants", "FinalImage", "Fixup", "FuncletMatch", "ImageFinding", "ImageRelocation",
-    "PlacedRange", "link_final_image", "match_funclets", "read_frame_constants",
+    "PlacedRange", "Segment", "link_final_image", "match_funclets", "read_frame_constants",
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import itertools
 import re
 import struct
 import time
@@ -123,7 +124,7 @@ def assert_sound(x: Linked) -> None:
         fn = code.function(name)
         covered = sorted({src for f, src in sources if f == name}, key=lambda c: c.start)
         assert covered[0].start == fn.start and covered[-1].end == fn.end
-        assert all(a.end == b.start for a, b in zip(covered, covered[1:]))
+        assert all(a.end == b.start for a, b in itertools.pairwise(covered))
     assert sum(r.size for r in image.ranges) + image.padding == len(image.code)
     # Unwind data: decodes from the image's bytes, in the CLR's form, and is the object's.
     assert len(image.runtime_functions) == len(image.ranges)
@@ -455,3 +456,96 @@ def ir_data_by_block(module: str, function: str) -> dict[str, set[str]]:
         out[block] |= {object_symbol("@" + g) for g in _GLOBAL.findall(line)
                        if "@" + g not in callees and not g.startswith("llvm.")}
     return out
+
+
+# -- shapes only the framework has ---------------------------------------------------------------
+
+# (assembly, method token, what it shows)
+FRAMEWORK_SHAPES = (
+    ("System.Data.Common.dll", 0x0600093C, "stray-tail"),      # LLVM put a catchret block in the parent
+    ("System.Threading.Tasks.Dataflow.dll", 0x06000181, "stray-tail"),
+    ("System.Data.Common.dll", 0x0600095C, "filter-copies"),  # a filter inside a finally: two copies
+    ("System.Private.Xml.dll", 0x060028A7, "data-relocation"),  # O2 lookup table of static addresses
+    ("System.Private.CoreLib.dll", 0x060002C1, "leaf-filter"),  # a filter without a frame at O2
+)
+
+
+@pytest.fixture(scope="module")
+def framework_shapes(pool):
+    corpus = Corpus()
+    out = {}
+    for name, token, shape in FRAMEWORK_SHAPES:
+        asm = Assembly(corpus.find(name).location)
+        il = analyze(asm.body(token & 0xFFFFFF))
+        reader = translate(asm, il, JitEE(asm))
+        model = build_funclet_model(reader.module, reader.parent, il)
+        for opt in OPT_LEVELS:
+            result = pool.compile(reader.module, opt)
+            coff = CoffObject.parse(result.obj)
+            code = recover(coff, result.asm)
+            parent = object_symbol(reader.parent)
+            out[shape, token, opt] = Linked(il.name, opt, reader.module, parent, model, coff, code,
+                                            link_final_image(code, coff, model, reader.parent))
+    return out
+
+
+def test_framework_shapes_relink_soundly(framework_shapes):
+    seen = collections.Counter()
+    for (shape, _, opt), x in framework_shapes.items():
+        assert_sound(x)
+        image = x.image
+        if shape == "stray-tail" and any(len(r.segments) > 1 for r in image.ranges):
+            seen[shape] += 1
+            for r in image.ranges:
+                for s in r.segments[1:]:
+                    # a tail of another function's range, right after the funclet's own code,
+                    # cut from the end of that function's range
+                    assert s.function != r.function and s.start == r.segments[0].end
+                    giver = next(g for g in image.ranges if g.function == s.function)
+                    assert giver.segments[-1].source.end == s.source.start and s.source.end == giver.source.end
+                    # .pdata follows: the giver's entry ends where the tail began
+                    entry = image.runtime_functions[image.ranges.index(giver)]
+                    assert entry.end_rva == giver.end < giver.begin + giver.source.size
+        if shape == "filter-copies":
+            filters = [r for r in image.ranges if r.kind is FuncletKind.FILTER]
+            assert len(filters) == 2 and filters[0].function == filters[1].function
+            seen[shape] += 1
+            with pytest.raises(BackendError):
+                image.map(filters[0].function, filters[0].source.start)
+            assert [image.map(r.function, r.source.start, funclet=r.funclet) for r in filters] == \
+                [r.begin for r in filters]
+        if shape == "data-relocation" and image.read_only_data:
+            data = [r for r in image.relocations if r.offset >= image.read_only_data_offset]
+            seen[shape] += bool(data)
+        if shape == "leaf-filter":
+            seen[shape] += any(r.unwind_synthesized for r in image.ranges)
+    print(f"\nframework shapes seen: {dict(seen)}")
+    assert seen["stray-tail"] >= 1 and seen["filter-copies"] >= 2
+
+
+def test_stray_tails_are_only_blocks_no_one_else_reaches():
+    """`_stray_tails` on hand-made code: a tail of the parent reached only by a funclet moves
+    to the funclet; reached from the parent too, or entered by fall-through, it stays."""
+    from llilc_eh.backend.image import _decode, _md, _stray_tails
+    from llilc_eh.backend.recover import CodeFunction
+
+    def functions(text, parent_end, funclet_start):
+        parent = CodeFunction("parent", "function", None, 0, parent_end, None, None)
+        funclet = CodeFunction("funclet", "catch", "parent", funclet_start, len(text), None, None)
+        decoded = {f.name: _decode(_md(), text, f.start, f.end, f.name) for f in (parent, funclet)}
+        return [parent, funclet], decoded
+
+    # parent: xor eax,eax; ret | tail @3: lea rax,[rip-10]; ret | funclet @16: test; jne tail; jmp tail
+    tail = bytes.fromhex("488d05f6ffffff") + b"\xc3"
+    text = bytes.fromhex("31c0c3") + tail + b"\xcc" * 5 + bytes.fromhex("85c0") + bytes([0x75, (3 - 20) & 0xFF]) \
+        + bytes([0xEB, (3 - 22) & 0xFF])
+    fns, decoded = functions(text, 11, 16)
+    assert _stray_tails(fns, decoded) == {"funclet": [("parent", 3, 11)]}
+    # the parent falls through into it: it is the parent's code
+    fallthrough = bytes.fromhex("31c090") + text[3:]
+    fns, decoded = functions(fallthrough, 11, 16)
+    assert _stray_tails(fns, decoded) == {}
+    # the parent jumps there too
+    shared = bytes.fromhex("eb01c3") + text[3:]
+    fns, decoded = functions(shared, 11, 16)
+    assert _stray_tails(fns, decoded) == {}
