@@ -18,7 +18,7 @@ EH shape (DESIGN.md decisions 2–6):
   from one context, and an i32 *continuation selector* per such copy picks where its
   `endfinally` goes (one switch case per distinct continuation; nested finallys chain).
   `Options.clone_finally` instead gives every leave its own copy (no selector);
-* a filter's filter part becomes its own function `i32 (ptr exception, ptr establisher)`,
+* a filter's filter part becomes its own function `i32 (ptr establisher, ptr exception)`,
   reaching the parent's locals through `llvm.localescape` / `llvm.localrecover`; the frame
   pointer it recovers from the establisher frame uses two constants only known once the
   parent is compiled, emitted as external symbols for the backend to resolve;
@@ -396,7 +396,9 @@ class Translator:
         fregion = self.tree.regions[handler.filter_region]
         if any(f.name == name for f in self.filters):
             return name
-        fn = Function(name, "i32", [("ptr", "%exception"), ("ptr", "%establisher")])
+        # CoreCLR x64 calls every funclet with the establisher frame in RCX and the exception
+        # object in RDX (clr-abi.md), filters included: establisher first.
+        fn = Function(name, "i32", [("ptr", "%establisher"), ("ptr", "%exception")])
         self.filters.append(fn)
         # Parent frame pointer: PSPSym at [establisher + psp slot], plus the SET_FPREG offset;
         # both constants exist only after the parent is compiled (resolved by the backend).

@@ -171,7 +171,7 @@ LEGAL = {
           %p = catchpad within %sw [i32 0, ptr @m.filter0]
           %e = call ptr @llvm.eh.exceptionpointer.p0(token %p)
           catchret from %p to label %done
-        """, extra="define i32 @m.filter0(ptr %exception, ptr %establisher) {\n  ret i32 1\n}\n"),
+        """, extra="define i32 @m.filter0(ptr %establisher, ptr %exception) {\n  ret i32 1\n}\n"),
     # explicit implicit checks: a null check invoking its throw helper under a try, and an
     # add.ovf in a catch funclet (the intrinsic needs no bundle: nounwind) calling its helper
     "implicit-checks": module("""

@@ -72,7 +72,7 @@ def test_a_pad_of_the_right_kind_per_clause(ref):
     filters = [c for c in m.body.clauses if c.kind is ClauseKind.FILTER and _can_throw_in(m, c.try_start, c.try_end)]
     assert len(result.filters) == len(filters)
     for f in result.filters:
-        assert re.search(rf"define i32 {re.escape(f)}\(ptr %exception, ptr %establisher\)", result.module)
+        assert re.search(rf"define i32 {re.escape(f)}\(ptr %establisher, ptr %exception\)", result.module)
     # every call or invoke in a funclet carries its bundle; nothing in the parent does
     assert not lint(result.module)
 
