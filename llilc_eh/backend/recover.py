@@ -46,6 +46,7 @@ import capstone
 
 from ..assembly.native import CodeRange
 from ..errors import BackendError
+from ..reader.translate import CALLSITE_MARKER
 from ..unwind import UnwindInfo, decode_unwind_info
 from .coff import CoffObject, RelocationType
 
@@ -206,7 +207,7 @@ class _Item:
     prefixes: tuple[str, ...] = ()   # of an instruction, as the text writes them
 
 
-_CALLSITE_MARKER = re.compile(r"\s*#\s*llilc\.callsite (\d+)\s*$")  # Translator.call's inline asm
+_CALLSITE_MARKER = re.compile(r"\s*#\s*" + re.escape(CALLSITE_MARKER) + r" (\d+)\s*$")  # Translator.call's inline asm
 _LABEL = re.compile(r'("(?:[^"\\]|\\.)*"|[^\s:"]+):')
 
 

@@ -96,6 +96,7 @@ from dataclasses import dataclass, field
 from ..errors import FuncletError, ReaderError
 from ..il.regions import Region, RegionKind, RegionTree
 from ..reader.lint import parse, read_functions
+from ..reader.translate import CALLSITE_MARKER
 
 NO_STATE = -1   # the caller: no handler of this method
 
@@ -360,7 +361,7 @@ _CLAUSE_COMMENT = re.compile(r"; IL clause #(\d+)")
 _IL_LABEL = re.compile(r"IL_([0-9a-fA-F]+)\b")
 # The reader's zero-byte marker before each call (`Translator.call`): `call void asm sideeffect
 # "# llilc.callsite N", ""()`; LLVM prints inline asm as `asm sideeffect "<text>", "<constraints>"`.
-_CALLSITE_MARKER = re.compile(r'\basm\b[^"]*"# llilc\.callsite (\d+)"')
+_CALLSITE_MARKER = re.compile(r'\basm\b[^"]*"# ' + re.escape(CALLSITE_MARKER) + r' (\d+)"')
 _CALLEE = re.compile(r"\b(?:call|invoke)\b[^@%]*?(@(?:\"(?:[^\"\\]|\\.)*\"|[-\w$.]+)|%[-\w$.]+)\(")
 
 
