@@ -4,15 +4,14 @@
 Usage: tools/llvm_differential.py ASSEMBLY... [--limit N] [--opt 0|2] [--jobs J] [--show K]
 
 ASSEMBLY is a path or a corpus file name (System.Private.CoreLib.dll, Python.Runtime.dll).
-Per EH method: read the IL, translate, build the funclet model, compile in LLVM's workers,
-recover the code, decode LLVM's table, generate ours in LLVM's layout and compare
-(`llilc_eh.clauses.differential`). Also: every model call found in the machine code by its
-call-site marker (or why not), and our tables validated for the three profiles -- in
-LLVM's layout for methods without filters, in CLR order (`placed_in_clr_order`) for all.
-Prints counts by classification, the quirks normalised, the differences by reason with
-examples, failures by stage and kind, and timings. A tool, not a test: it never stops at
-a method's failure.
-"""
+Per EH method, the whole pipeline (`llilc_eh.pipeline`): read the IL, translate, build the
+funclet model, compile in LLVM's workers, recover the code, link the final image, generate
+our table from it, validate it, then generate ours in LLVM's layout and compare with
+LLVM's (`llilc_eh.clauses.differential`). Also: every model call found in the machine code
+by its call-site marker (or why not), and our final-image tables validated for all three
+profiles. Prints counts by classification, the quirks normalised, the differences by reason
+with examples, failures by stage and kind, and timings. A tool, not a test: it never stops
+at a method's failure."""
 
 from __future__ import annotations
 
@@ -24,25 +23,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from llilc_eh.assembly.corpus import Corpus  # noqa: E402
-from llilc_eh.assembly.loader import Assembly  # noqa: E402
-from llilc_eh.backend.codegen import CodegenPool, object_symbol  # noqa: E402
-from llilc_eh.backend.llvm_table import decode_llvm_clr_table  # noqa: E402
-from llilc_eh.backend.recover import recover  # noqa: E402
-from llilc_eh.clauses import validate  # noqa: E402
-from llilc_eh.clauses.differential import compare_with_llvm, quiet_calls  # noqa: E402
-from llilc_eh.clauses.generate import (  # noqa: E402
-    generate_clauses,
-    match_call_sites,
-    match_funclets,
-    placed_from_recovered,
-    placed_in_clr_order,
-)
-from llilc_eh.errors import LlilcEhError  # noqa: E402
-from llilc_eh.funclets import FuncletKind, build_funclet_model  # noqa: E402
-from llilc_eh.il.method import analyze  # noqa: E402
-from llilc_eh.reader.jitee import JitEE  # noqa: E402
-from llilc_eh.reader.translate import translate  # noqa: E402
+from llilc_eh.assembly.corpus import Corpus
+from llilc_eh.assembly.loader import Assembly
+from llilc_eh.backend.codegen import CodegenPool
+from llilc_eh.clauses import validate
+from llilc_eh.clauses.generate import funclet_code, generate_clauses, match_call_sites
+from llilc_eh.errors import LlilcEhError
+from llilc_eh.funclets import FuncletKind
+from llilc_eh.pipeline import Pipeline, eh_methods
 
 PROFILES = ("coreclr-psp", "coreclr-net10", "nativeaot")
 
@@ -81,85 +69,53 @@ def main() -> int:
         for path in args.assemblies:
             t0 = time.perf_counter()
             asm = Assembly(_path(path))
-            ee = JitEE(asm)
-            seconds["assembly load"] += time.perf_counter() - t0
-            work = []
-            for rid in asm.methods_with_il():
-                if args.limit and len(work) >= args.limit:
-                    break
-                try:
-                    t = time.perf_counter()
-                    body = asm.body(rid)
-                    seconds["method bodies (all, to find EH)"] += time.perf_counter() - t
-                    if not body.has_eh:
-                        continue
-                    name = f"{Path(path).name} {body.name}"
-                    t = time.perf_counter()
-                    m = analyze(body)
-                    seconds["il"] += time.perf_counter() - t
-                    t = time.perf_counter()
-                    reader = translate(asm, m, ee)
-                    t2 = time.perf_counter()
-                    model = build_funclet_model(reader.module, reader.parent, m)
-                    seconds["reader"] += t2 - t
-                    seconds["funclet model"] += time.perf_counter() - t2
-                    work.append((name, reader, model))
-                except LlilcEhError as e:
-                    fail(f"{e.stage}/{e.kind}", str(rid), e)
+            pipeline = Pipeline(asm, pool, opt=args.opt)
+            rids = eh_methods(asm)[:args.limit] if args.limit else eh_methods(asm)
+            seconds["assembly load, find EH"] += time.perf_counter() - t0
+            runs = pipeline.run_many(rids)
+            for run in runs:
                 counts["EH methods"] += 1
-            t = time.perf_counter()
-            results = pool.compile_many([r.module for _, r, _ in work], args.opt, methods=[n for n, _, _ in work])
-            seconds["LLVM codegen (wall, parallel)"] += time.perf_counter() - t
-            for (name, reader, model), result in zip(work, results):
-                if isinstance(result, LlilcEhError):
-                    fail(f"{result.stage}/{result.kind}", name, result)
+                for stage, t in run.seconds.items():
+                    seconds[stage] += t
+                if run.error is not None:
+                    fail(f"{run.error.stage}/{run.error.kind}", run.name, run.error)
                     continue
+                name = f"{Path(path).name} {run.name}"
+                model = run.model
                 try:
-                    t = time.perf_counter()
-                    code = recover(result.obj, result.asm)
-                    table = decode_llvm_clr_table(result.obj, object_symbol(reader.parent))
-                    t2 = time.perf_counter()
-                    seconds["recover + LLVM table"] += t2 - t
-                    match = match_call_sites(model, code, match_funclets(model, code, table))
-                    calls["model calls"] += len(model.calls)
-                    calls["found once"] += sum(1 for offs in match.found.values() if len(offs) == 1)
-                    calls["duplicated by LLVM"] += len(match.duplicated)
-                    calls["merged machine calls"] += len(match.merged)
-                    calls["invokes demoted to calls"] += len(match.demoted)
-                    calls["deleted by LLVM"] += len(match.deleted)
-                    calls["problems"] += len(match.problems)
-                    for reason in match.deleted.values():
-                        deleted[reason.split(":")[0]] += 1
-                    for p in match.problems:
-                        fail("callsite/problem", name, Exception(p))
-                    placed = placed_from_recovered(model, code, table)
-                    ours = generate_clauses(model, placed)
-                    t3 = time.perf_counter()
-                    seconds["generate"] += t3 - t2
-                    d = compare_with_llvm(ours, table.clauses if table else (),
-                                          [c.return_address for c in placed.calls],
-                                          quiet_calls(code, object_symbol(model.parent)))
-                    t4 = time.perf_counter()
-                    seconds["differential"] += t4 - t3
-                    has_filter = any(f.kind is FuncletKind.FILTER for f in model.funclets)
-                    classes[("with filters" if has_filter else "without filters", d.classification)] += 1
-                    quirks.update(d.quirks)
-                    for diff in d.differences:
-                        reasons[(diff.reason, "explained" if diff.explained else "UNEXPLAINED")] += 1
-                        if len(examples[diff.reason]) < args.show:
-                            examples[diff.reason].append(f"{name}: {diff.detail}")
-                    clr = placed_in_clr_order(model, code, table)
-                    for profile in PROFILES:
-                        layouts = [("clr order", clr)] + ([] if has_filter else [("LLVM layout", placed)])
-                        for layout, where in layouts:
-                            fs = validate(generate_clauses(model, where, profile), profile)
-                            findings[(layout, profile, "tables with findings" if fs else "clean")] += 1
-                            for f in fs:
-                                fail(f"validate/{f.rule}", f"{name} ({layout}, {profile})", Exception(f.message))
-                    seconds["validate (6 tables)"] += time.perf_counter() - t4
-                    counts["compared"] += 1
+                    match = match_call_sites(model, run.recovered, funclet_code(model, run.recovered, run.coff))
                 except LlilcEhError as e:
                     fail(f"{e.stage}/{e.kind}", name, e)
+                    continue
+                calls["model calls"] += len(model.calls)
+                calls["found once"] += sum(1 for offs in match.found.values() if len(offs) == 1)
+                calls["duplicated by LLVM"] += len(match.duplicated)
+                calls["merged machine calls"] += len(match.merged)
+                calls["invokes demoted to calls"] += len(match.demoted)
+                calls["deleted by LLVM"] += len(match.deleted)
+                calls["problems"] += len(match.problems)
+                for reason in match.deleted.values():
+                    deleted[reason.split(":")[0]] += 1
+                for p in match.problems:
+                    fail("callsite/problem", name, Exception(p))
+                for f in run.image_findings:
+                    fail(f"image/{f.rule}", name, Exception(str(f)))
+                d = run.differential
+                has_filter = any(f.kind is FuncletKind.FILTER for f in model.funclets)
+                classes[("with filters" if has_filter else "without filters", d.classification)] += 1
+                quirks.update(d.quirks)
+                for diff in d.differences:
+                    reasons[(diff.reason, "explained" if diff.explained else "UNEXPLAINED")] += 1
+                    if len(examples[diff.reason]) < args.show:
+                        examples[diff.reason].append(f"{name}: {diff.detail}")
+                t = time.perf_counter()
+                for profile in PROFILES:
+                    fs = validate(generate_clauses(model, run.placed, profile), profile)
+                    findings[("final image", profile, "tables with findings" if fs else "clean")] += 1
+                    for f in fs:
+                        fail(f"validate/{f.rule}", f"{name} ({profile})", Exception(f.message))
+                seconds["validate (3 profiles)"] += time.perf_counter() - t
+                counts["compared"] += 1
 
     print(f"{counts['EH methods']} EH methods, {counts['compared']} compared at O{args.opt}")
     print("classification (methods):")

@@ -12,8 +12,8 @@ RyuJIT's from a ReadyToRun image — with one validator (`validate.py`, decision
     compare_with_llvm(ours, llvm_clauses, return_addresses) -> Differential (differential.py)
 
 `placed` (`PlacedCode`) is the method in one code layout: main body, each model funclet's
-range, every machine call with its call-site identity; `placed_from_recovered` reads it
-from LLVM's own layout. Profiles: `coreclr-psp` (default: CoreCLR x64 .NET Core 3.1 –
+range, every machine call with its call-site identity; `placed_from_image` reads it from
+the final image, `placed_from_recovered` from LLVM's own layout (for the LLVM differential). Profiles: `coreclr-psp` (default: CoreCLR x64 .NET Core 3.1 –
 .NET 9, PSPSym, duplicate clauses), `coreclr-net10` (no PSPSym; duplicates and SAMETRY),
 `nativeaot` (SAMETRY, no duplicate clauses). The rules, their sources and the legal
 patterns a naive checker would reject (cloned-finally clauses, identical try ranges of
@@ -28,11 +28,11 @@ from .generate import (
                        PlacedCode,
                        decode_clauses,
                        encode_clauses,
+                       funclet_code,
                        generate_clauses,
                        match_call_sites,
-                       match_funclets,
+                       placed_from_image,
                        placed_from_recovered,
-                       placed_in_clr_order,
 )
 from .validate import (
                        CONVENTION,
@@ -67,11 +67,11 @@ __all__ = [
                        "decode_clauses",
                        "encode_clauses",
                        "error_findings",
+                       "funclet_code",
                        "generate_clauses",
                        "llvm_differential",
                        "match_call_sites",
-                       "match_funclets",
+                       "placed_from_image",
                        "placed_from_recovered",
-                       "placed_in_clr_order",
                        "validate",
 ]

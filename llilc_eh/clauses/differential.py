@@ -74,7 +74,8 @@ from dataclasses import dataclass, field
 
 from ..assembly.native import NativeClause, NativeMethod
 from ..backend.codegen import object_symbol
-from ..backend.llvm_table import LlvmClrTable
+from ..backend.coff import CoffObject
+from ..backend.llvm_table import decode_llvm_clr_table
 from ..backend.recover import RecoveredCode
 from ..funclets.model import FuncletModel
 from .generate import NON_THROWING_CALLEES, generate_clauses, placed_from_recovered
@@ -342,12 +343,13 @@ def _hex(xs) -> str:
     return "nothing" if xs is None else "{" + ", ".join(f"{x:#x}" for x in sorted(xs)) + "}"
 
 
-def llvm_differential(model: FuncletModel, recovered: RecoveredCode, table: LlvmClrTable | None) -> Differential:
+def llvm_differential(model: FuncletModel, recovered: RecoveredCode, coff: CoffObject) -> Differential:
     """The whole comparison for one compiled method: our table in LLVM's layout
     (`generate.placed_from_recovered`, profile coreclr-psp: LLVM writes duplicates, no
-    SAMETRY) against `table` (`decode_llvm_clr_table`; None: LLVM wrote none), with the
+    SAMETRY) against LLVM's own (`decode_llvm_clr_table`; none written: empty), with the
     layout's return addresses and tail jumps."""
-    placed = placed_from_recovered(model, recovered, table)
+    table = decode_llvm_clr_table(coff, object_symbol(model.parent))
+    placed = placed_from_recovered(model, recovered, coff)
     ours = generate_clauses(model, placed)
     parent = recovered.function(object_symbol(model.parent))
     return compare_with_llvm(ours, table.clauses if table is not None else (),

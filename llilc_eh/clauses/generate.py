@@ -96,19 +96,16 @@ locals: SimplifyCFG's removeEmptyCleanup), turning invokes that reached only it 
 calls: such a handler has no code, protects nothing and drops out of every chain. A catch or
 filter handler without code while a call reaches it is an error.
 
-LLVM's layout
--------------
-`placed_from_recovered(model, recovered)` reads LLVM's own layout: the parent's code, its
-funclets, the outlined filter functions. Machine funclets are matched to model funclets by
-the marked calls they hold (`match_funclets`); a funclet holding none (an empty `catch {}`)
-is matched by LLVM's own table when it is given (kind, class token and the marked invokes
-its clauses cover; equal ones -- nested `fixed` finallys -- paired by LLVM's clause order,
-inner first), else by elimination. A marker at each pad, as at each call, would make this
-exact. In LLVM's layout a filter function lies after all
-funclets, nowhere near its handler, so a filter clause there cannot be valid;
-`placed_in_clr_order` shows the same machine code in CLR order (main body, then funclets in
-the model's layout, each filter copy right before its handler) -- a stand-in for the final
-image the relinker builds, for tests and tools.
+Layouts
+-------
+`placed_from_image(model, image, recovered)` is the real input: the final image
+(`backend.image.link_final_image`) -- main body, then the funclets in the model's layout,
+each filter right before its handler -- with every call moved where the relinker put it.
+`placed_from_recovered(model, recovered, coff)` reads LLVM's own layout (the object as LLVM
+emitted it), which the LLVM differential needs: LLVM's own table describes that layout. In
+it a filter function lies after all funclets, nowhere near its handler, so a filter clause
+there cannot be valid. Both layouts identify machine funclets with one matcher, the final
+image's (`backend.image.match_funclets`: call-site markers, LLVM's table, dispatch chains).
 """
 
 from __future__ import annotations
@@ -123,8 +120,10 @@ from construct import ConstructError
 
 from ..assembly.native import ClauseFlags, CodeRange, NativeClause, NativeMethod
 from ..backend.codegen import object_symbol
-from ..backend.llvm_table import LlvmClrTable
-from ..backend.recover import CodeFunction, RecoveredCode
+from ..backend.coff import CoffObject
+from ..backend.image import FinalImage, match_funclets
+from ..backend.recover import CallSite as MachineCall
+from ..backend.recover import RecoveredCode
 from ..errors import ClauseError
 from ..funclets.model import CallSite, FuncletKind, FuncletModel
 from ..reader.helpers import IMPLICIT_CHECKS
@@ -476,7 +475,7 @@ class CallSiteMatch:
 
 
 def match_call_sites(model: FuncletModel, recovered: RecoveredCode,
-                     funclets: Mapping[int, CodeFunction] | None = None) -> CallSiteMatch:
+                     funclets: Mapping[int, str] | None = None) -> CallSiteMatch:
     """Find every model call of the parent in the machine code by its marker; say why a
     missing one is missing; check callee and invoke-ness of every match. An invoke whose
     handlers are all cleanups LLVM removed (empty: see `generate_clauses`) becomes a plain
@@ -516,7 +515,7 @@ def match_call_sites(model: FuncletModel, recovered: RecoveredCode,
     return CallSiteMatch({n: tuple(v) for n, v in found.items()}, merged, deleted, tuple(problems), demoted)
 
 
-def _removed_cleanups_only(model: FuncletModel, c: CallSite, funclets: Mapping[int, CodeFunction] | None) -> bool:
+def _removed_cleanups_only(model: FuncletModel, c: CallSite, funclets: Mapping[int, str] | None) -> bool:
     chain = model.protecting(c)
     return bool(chain) and all(s.kind in (FuncletKind.FINALLY, FuncletKind.FAULT)
                                and (funclets is None or s.funclet not in funclets) for s in chain)
@@ -530,129 +529,57 @@ def _deletion_reason(c: CallSite) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# LLVM's layout
+# Layouts: LLVM's and the final image's
 
 
-def match_funclets(model: FuncletModel, recovered: RecoveredCode,
-                   llvm_table: LlvmClrTable | None = None) -> dict[int, CodeFunction]:
-    """Model funclet index -> its machine code (the parent, a funclet, an outlined filter
-    function). Handler funclets LLVM deleted (no surviving call reaches them) are absent."""
-    parent = object_symbol(model.parent)
-    where = model.parent
-    out: dict[int, CodeFunction] = {0: recovered.function(parent)}
-    for f in model.funclets:
-        if f.kind is FuncletKind.FILTER:
-            out[f.index] = recovered.function(object_symbol(f.function))
-    by_id = {c.callsite: c for c in model.calls if c.callsite is not None}
-    machine = list(recovered.funclets_of(parent))
-    left: list[CodeFunction] = []
-    for code in machine:
-        owners = {by_id[n].funclet for s in code.calls for n in s.callsites if n in by_id}
-        if len(owners) > 1:
-            raise ClauseError(f"machine funclet {code.name} holds calls of funclets {sorted(owners)}", method=where,
-                              kind="funclet-identity")
-        if owners:
-            i = owners.pop()
-            if i in out or not _same_kind(model.funclets[i].kind, code.kind):
-                raise ClauseError(f"machine funclet {code.name} ({code.kind}) holds calls of "
-                                  f"{model.funclets[i].label}, already matched or of another kind", method=where,
-                                  kind="funclet-identity")
-            out[i] = code
-        else:
-            left.append(code)
-    if left and llvm_table is not None:
-        left = _match_by_llvm_table(model, recovered, llvm_table, out, left)
-    for code in list(left):        # elimination: the only unmatched funclet of that kind
-        candidates = [f.index for f in model.funclets if f.kind.is_handler and f.index not in out
-                      and _same_kind(f.kind, code.kind) and _reached(model, f.index, recovered, parent)]
-        same = [c for c in left if c.kind == code.kind]
-        if len(candidates) == 1 and len(same) == 1:
-            out[candidates[0]] = code
-            left.remove(code)
-    if left:
-        raise ClauseError("cannot tell which handler these machine funclets are: "
-                          + ", ".join(c.name for c in left), method=where, kind="funclet-identity")
-    return out
-
-
-def _same_kind(kind: FuncletKind, machine_kind: str) -> bool:
-    return machine_kind == ("catch" if kind in (FuncletKind.CATCH, FuncletKind.FILTER_HANDLER) else "cleanup")
-
-
-def _reached(model: FuncletModel, funclet: int, recovered: RecoveredCode, parent: str) -> bool:
-    """Does a call that survives in the machine code reach this handler?"""
-    present = {n for f in recovered.method_functions(parent) for s in f.calls for n in s.callsites}
-    state = model.funclets[funclet].state
-    return any(c.callsite in present and state in (s.number for s in model.protecting(c)) for c in model.invokes)
-
-
-def _match_by_llvm_table(model, recovered, table, out, left):
-    """Match call-less machine funclets by LLVM's clauses: (kind, class token, the marked
-    invokes their tries cover) against each model handler's (kind, token, the invokes that
-    reach it)."""
-    parent = object_symbol(model.parent)
-    base = recovered.function(parent).start
-    sites = [(s.return_offset - base, s.callsites) for f in recovered.method_functions(parent)
-             for s in f.calls if s.return_offset is not None]
-    machine_sig: dict[str, tuple] = {}
-    first_clause: dict[str, int] = {}
-    for k, (clause, symbol) in enumerate(zip(table.clauses, table.handler_symbols)):
-        if symbol is None:
-            continue
-        first_clause.setdefault(symbol, k)
-        covered = {n for ret, ids in sites if clause.try_start <= ret < clause.try_end for n in ids}
-        kind, token, seen = machine_sig.get(symbol, (clause.kind, clause.class_token_or_filter, frozenset()))
-        machine_sig[symbol] = (kind, token, seen | covered)
-    present = {n for _, ids in sites for n in ids}
-    model_sig = {}
-    for f in model.funclets:
-        if not f.kind.is_handler or f.index in out:
-            continue
-        kind = {FuncletKind.FINALLY: "finally", FuncletKind.FAULT: "fault"}.get(f.kind, "catch")
-        token = 0 if f.kind is not FuncletKind.CATCH else f.class_token or 0
-        reach = frozenset(c.callsite for c in model.invokes if c.callsite in present
-                          and f.state in (s.number for s in model.protecting(c)))
-        model_sig[f.index] = (kind, token, reach)
-    # Equal signatures (nested tries whose handlers look alike and protect the same calls,
-    # e.g. two `fixed` finallys): LLVM's walk closes the inner clause first, so its first
-    # clauses pair with the model's inner handlers (longer dispatch chain) first.
-    still = []
-    groups: dict[tuple, list[CodeFunction]] = defaultdict(list)
-    for code in left:
-        sig = machine_sig.get(code.name)
-        if sig is None:
-            still.append(code)
-        else:
-            groups[sig].append(code)
-    for sig, codes in groups.items():
-        hits = [i for i, s in model_sig.items() if s == sig and i not in out]
-        if len(hits) != len(codes):
-            still.extend(codes)
-            continue
-        codes.sort(key=lambda c: first_clause[c.name])
-        hits.sort(key=lambda i: (-len(model.chain(model.funclets[i].state)), i))
-        out.update(zip(hits, codes))
-    return still
-
-
-def placed_from_recovered(model: FuncletModel, recovered: RecoveredCode,
-                          llvm_table: LlvmClrTable | None = None) -> PlacedCode:
+def placed_from_recovered(model: FuncletModel, recovered: RecoveredCode, coff: CoffObject) -> PlacedCode:
     """The method as LLVM laid it out: offsets from the parent's start (LLVM's CLR table's
     base), funclets and filter functions where LLVM put them (a filter's range is shared by
-    all copies of its handler: LLVM emits the function once)."""
+    all copies of its handler: LLVM emits the function once). Funclets are identified by the
+    final image's matcher (`backend.image.match_funclets`: the evidence of the object)."""
     parent = recovered.function(object_symbol(model.parent))
     base = parent.start
-    code = match_funclets(model, recovered, llvm_table)
+    code = {i: recovered.function(name) for i, name in funclet_code(model, recovered, coff).items()}
     ranges = {i: CodeRange(f.start - base, f.end - base) for i, f in code.items() if i != 0}
     calls = []
     for f in recovered.method_functions(parent.name):
-        calls += _placed_calls(f, -base)
+        calls += _placed_calls(f.calls, -base)
     return PlacedCode(CodeRange(parent.start - base, parent.end - base), ranges, tuple(calls))
 
 
-def _placed_calls(f: CodeFunction, shift: int) -> list[PlacedCall]:
+def funclet_code(model: FuncletModel, recovered: RecoveredCode, coff: CoffObject) -> dict[int, str]:
+    """Model funclet index -> the object symbol holding its code (absent: LLVM removed it)."""
+    return match_funclets(recovered, coff, model, object_symbol(model.parent)).code
+
+
+def placed_from_image(model: FuncletModel, image: FinalImage, recovered: RecoveredCode) -> PlacedCode:
+    """The method as the final image lays it out (DESIGN decision 9): offsets from the main
+    body's start, each range where the relinker put it, every call of the main body and the
+    handler funclets moved with the segment that holds it. A filter's part of the code is
+    [its start, its handler's start): the alignment padding between the two (int3, never
+    executed) belongs to it, as the CLR knows a filter's end only as its handler's start."""
+    ranges: dict[int, CodeRange] = {}
+    calls: list[PlacedCall] = []
+    for i, r in enumerate(image.ranges):
+        if r.kind is FuncletKind.FILTER:
+            handler = image.range_of(model.funclets[r.funclet].handler)
+            if handler is None or i + 1 >= len(image.ranges) or image.ranges[i + 1] is not handler:
+                raise ClauseError(f"the filter of funclet {r.funclet} is not right before its handler in the "
+                                  f"final image", method=model.parent, offset=None, kind="filter-placement")
+            ranges[r.funclet] = CodeRange(r.begin, handler.begin)
+            continue
+        if r.funclet != 0:
+            ranges[r.funclet] = r.code_range
+        for seg in r.segments:
+            inside = [s for s in recovered.function(seg.function).calls
+                      if seg.source.start <= s.offset < seg.source.end]
+            calls += _placed_calls(inside, seg.start - seg.source.start)
+    return PlacedCode(image.main, ranges, tuple(calls))
+
+
+def _placed_calls(sites: Iterable[MachineCall], shift: int) -> list[PlacedCall]:
     out = []
-    for s in f.calls:
+    for s in sites:
         if s.return_offset is None:
             continue        # a tail jump: this frame is gone when the callee throws
         if s.callsites:
@@ -660,36 +587,6 @@ def _placed_calls(f: CodeFunction, shift: int) -> list[PlacedCall]:
         elif s.callee not in NON_THROWING_CALLEES:
             out.append(PlacedCall(None, s.offset + shift, s.return_offset + shift))
     return out
-
-
-def placed_in_clr_order(model: FuncletModel, recovered: RecoveredCode,
-                        llvm_table: LlvmClrTable | None = None) -> PlacedCode:
-    """LLVM's machine code as the final image lays it out (DESIGN decision 9): the main body,
-    then the funclets in the model's layout order, each filter copy right before its handler,
-    each start aligned to 16. Offsets only: a stand-in for the relinked image."""
-    parent = recovered.function(object_symbol(model.parent))
-    code = match_funclets(model, recovered, llvm_table)
-    calls = _placed_calls(parent, -parent.start)
-    ranges = {}
-    at = parent.end - parent.start
-    pending_filter = None
-    for i in model.layout[1:]:
-        f = code.get(i)
-        if f is None:
-            continue
-        if model.funclets[i].kind is FuncletKind.FILTER and model.funclets[i].handler not in code:
-            continue        # its handler is gone: so is the filter copy
-        at = -(-at // FUNCLET_ALIGNMENT) * FUNCLET_ALIGNMENT
-        if pending_filter is not None:      # the filter part ends where its handler begins
-            ranges[pending_filter] = CodeRange(ranges[pending_filter].start, at)
-            pending_filter = None
-        ranges[i] = CodeRange(at, at + f.end - f.start)
-        if model.funclets[i].kind is FuncletKind.FILTER:
-            pending_filter = i
-        else:
-            calls += _placed_calls(f, at - f.start)
-        at += f.end - f.start
-    return PlacedCode(CodeRange(0, parent.end - parent.start), ranges, tuple(calls))
 
 
 __all__ = [
@@ -700,9 +597,9 @@ __all__ = [
     "PlacedCode",
     "decode_clauses",
     "encode_clauses",
+    "funclet_code",
     "generate_clauses",
     "match_call_sites",
-    "match_funclets",
+    "placed_from_image",
     "placed_from_recovered",
-    "placed_in_clr_order",
 ]

@@ -123,9 +123,9 @@ Profiles
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Callable, Iterable, Iterator
 
 from ..assembly.native import ClauseFlags, CodeRange, NativeMethod
 

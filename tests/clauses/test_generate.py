@@ -4,7 +4,7 @@
 (a) Call-site identities: the reader marks every call; the model and the machine code agree
     on every marker; every model invoke is found exactly once or LLVM deleted it, and why.
 (b) Our tables: valid under all three profiles (LLVM's layout for methods without filters,
-    CLR order for all), a runtime-style lookup of every call's return address visits
+    the final image for all), a runtime-style lookup of every call's return address visits
     exactly the model's dispatch chain, and the encoding round-trips.
 (c) The differential: equal to LLVM's own table for every method without filters once
     LLVM's quirks are normalised; with filters only the explained `filter-as-catch`.
@@ -28,6 +28,8 @@ import pytest
 from llilc_eh.assembly.loader import Assembly
 from llilc_eh.assembly.native import ClauseFlags, CodeRange, NativeClause, NativeMethod
 from llilc_eh.backend.codegen import CodegenPool, CodegenResult, object_symbol
+from llilc_eh.backend.coff import CoffObject
+from llilc_eh.backend.image import FinalImage, link_final_image
 from llilc_eh.backend.llvm_table import LlvmClrTable, decode_llvm_clr_table
 from llilc_eh.backend.recover import RecoveredCode, recover
 from llilc_eh.clauses import validate
@@ -39,8 +41,8 @@ from llilc_eh.clauses.generate import (
     encode_clauses,
     generate_clauses,
     match_call_sites,
+    placed_from_image,
     placed_from_recovered,
-    placed_in_clr_order,
 )
 from llilc_eh.cli import sample_path
 from llilc_eh.errors import ClauseError
@@ -74,18 +76,32 @@ class Compiled:
         return any(f.kind is FuncletKind.FILTER for f in self.model.funclets)
 
     @property
+    def coff(self) -> CoffObject:
+        if not hasattr(self, "_coff"):
+            self._coff = CoffObject.parse(self.result.obj)
+        return self._coff
+
+    @property
     def code(self) -> RecoveredCode:
         if not hasattr(self, "_code"):
-            self._code = recover(self.result.obj, self.result.asm)
+            self._code = recover(self.coff, self.result.asm)
         return self._code
+
+    @property
+    def image(self) -> FinalImage:
+        if not hasattr(self, "_image"):
+            self._image = link_final_image(self.code, self.coff, self.model, self.model.parent)
+        return self._image
 
     @property
     def table(self) -> LlvmClrTable | None:
         return decode_llvm_clr_table(self.result.obj, object_symbol(self.model.parent))
 
     def placed(self, layout: str) -> PlacedCode:
-        build = placed_from_recovered if layout == "llvm" else placed_in_clr_order
-        return build(self.model, self.code, self.table)
+        """"llvm": LLVM's own layout; "clr": the final image."""
+        if layout == "llvm":
+            return placed_from_recovered(self.model, self.code, self.coff)
+        return placed_from_image(self.model, self.image, self.code)
 
 
 @pytest.fixture(scope="module")
@@ -223,7 +239,7 @@ def test_encoding_round_trips(sample, opt):
 def test_equal_to_llvms_table_without_filters(sample, opt):
     quirks = Counter()
     for m in eh_methods(sample, opt):
-        d = llvm_differential(m.model, m.code, m.table)
+        d = llvm_differential(m.model, m.code, m.coff)
         quirks.update(d.quirks)
         if m.has_filter:
             assert not d.unexplained, f"{m.name} O{opt}\n{d}"

@@ -496,9 +496,7 @@ def legal_tables(draw, profile=None):
         for b in stmts_:
             if a is b:
                 continue
-            if nested(a, b):
-                before[b].add(a)
-            elif (region_key(a) == region_key(b) and a.try_range[1] <= b.try_range[0]
+            if nested(a, b) or (region_key(a) == region_key(b) and a.try_range[1] <= b.try_range[0]
                   and a.try_range != b.try_range):
                 before[b].add(a)
     ordered, done = [], set()
