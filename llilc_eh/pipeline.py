@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import enum
 import time
-from collections.abc import Iterable, Sequence
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from .assembly.loader import Assembly
@@ -170,14 +172,15 @@ class Pipeline:
 
     # -- the halves ---------------------------------------------------------------------------
 
-    def front(self, rid: int) -> MethodRun:
-        """IL → IR → lint + verify → funclet model, in this process."""
+    def front(self, rid: int, il: ILMethod | None = None) -> MethodRun:
+        """IL → IR → lint + verify → funclet model, in this process (`il`: the method
+        already analysed, as a batch that checked its regions has it)."""
         run = MethodRun(rid, f"0x{0x06000000 | rid:08X}", self.opt, self.profile)
         clock = _Clock(run)
         try:
-            body = self.asm.body(rid)
+            body = il.body if il is not None else self.asm.body(rid)
             run.name = f"0x{body.token:08X} {body.name}"
-            run.il = analyze(body)
+            run.il = il if il is not None else analyze(body)
             clock.lap("il")
             if run.il.errors:       # an ECMA-335 violation: the first one stops the method
                 raise run.il.errors[0]
@@ -229,6 +232,7 @@ class Pipeline:
         return self.run_many([rid])[0]
 
     def run_many(self, rids: Iterable[int]) -> list[MethodRun]:
+        """All fronts, then every module at once on all workers, then all backs."""
         runs = [self.front(rid) for rid in rids]
         todo = [r for r in runs if r.error is None]
         results = self.pool.compile_many([r.reader.module for r in todo], self.opt,
@@ -236,6 +240,34 @@ class Pipeline:
         for r, result in zip(todo, results):
             self.back(r, result)
         return runs
+
+    def stream(self, rids: Iterable[int], ahead: int = 4,
+               analyzed: Mapping[int, ILMethod] | None = None) -> Iterator[MethodRun]:
+        """The runs in order, with LLVM working while Python does the next fronts: each
+        module goes to the pool as soon as its front is done (a thread waits on the worker's
+        pipe, without the GIL), at most `ahead` methods in flight. What a batch process with
+        one LLVM worker uses to keep two cores busy."""
+        pending: deque = deque()
+        with ThreadPoolExecutor(max_workers=max(1, self.pool.size)) as waiters:
+            def finish_one() -> MethodRun:
+                run, future = pending.popleft()
+                return self.back(run, future.result()) if future is not None else run
+            for rid in rids:
+                run = self.front(rid, (analyzed or {}).get(rid))
+                future = None
+                if run.error is None:
+                    future = waiters.submit(self._compile, run)
+                pending.append((run, future))
+                while pending and (len(pending) > ahead or pending[0][1] is None or pending[0][1].done()):
+                    yield finish_one()
+            while pending:
+                yield finish_one()
+
+    def _compile(self, run: MethodRun) -> CodegenResult | BackendError:
+        try:
+            return self.pool.compile(run.reader.module, self.opt, method=run.name)
+        except BackendError as e:
+            return e
 
 
 def eh_methods(asm: Assembly) -> list[int]:
