@@ -35,7 +35,10 @@ kind (None).
 object references, managed and unmanaged pointers and function pointers are `ptr` (pointers
 keep provenance; LLVM needs `ptr` for GEPs and loads through them), value types `[N x i8]`
 with N their size (the alignment travels separately: `size_and_align`). `typedref` is a
-16-byte value type.
+16-byte value type: the data pointer at `TYPEDREF_VALUE_OFFSET` (0), the type handle at
+`TYPEDREF_TYPE_OFFSET` (8), which is how this interface lays out CoreLib 3.1's
+`System.TypedReference {ByReference<byte> Value; IntPtr Type}` (tests/reader/
+test_typed_refs_and_blocks.py holds the constants to that layout).
 
 An uninstantiated generic parameter (`!0`, `!!0`) is classified and laid out as CoreCLR's
 canonical form for reference-type instantiations (`__Canon`): an OBJ, `ptr`, 8 bytes. That is
@@ -95,8 +98,9 @@ signature ignoring assembly scopes, searching base classes as the runtime does) 
 `llvm_function_type()` is the convention our reader uses between compiled methods, not
 CoreCLR's x64 ABI: `this` first (`ptr`: an object reference, or a managed pointer for a
 value-type owner), then a hidden return buffer `ptr` when the return type is a value type
-(the function returns `void`), then for vararg methods the varargs cookie `ptr`, then the
-declared parameters. Value-type parameters are passed as a `ptr` to a caller-made copy.
+(the function returns `void`), then for vararg methods the varargs cookie `ptr` (a call site
+passes `varargs_cookie(token)`), then the declared parameters. Value-type parameters are passed
+as a `ptr` to a caller-made copy.
 Small integers keep their storage type (`i8`, `i16`) and `llvm_declaration()` marks them
 `signext`/`zeroext` per the signature, so LLVM widens them at the call boundary. (CoreCLR
 returns 1/2/4/8-byte structs in RAX and passes them by value; a stub would bridge the two
@@ -110,7 +114,8 @@ Handles and addresses the runtime would provide are named external symbols, unqu
 token names them (a TypeRef with its resolution scope, a TypeDef of the compiled assembly with
 the assembly's own name), so symbols are stable whatever the search path finds:
 `class:[System.Runtime]System.Exception`, `method:[System.Console]System.Console::WriteLine(string)`,
-`static:[sample]Ns.Type::field`, `fieldoffset:...`, `str:0x70000123` (module-local).
+`static:[sample]Ns.Type::field`, `fieldoffset:...`, `str:0x70000123` and
+`vasigcookie:0x0A000012` (module-local).
 A method symbol is `owner::name<inst>(declared params)` (`<[n]>` for an uninstantiated generic
 method, as ILDasm writes it); conversion operators, the only C# overloads that differ by
 return type alone, add `:returntype`.
@@ -136,7 +141,8 @@ from llilc_eh.errors import AssemblyError, LlilcEhError, ReaderError
 __all__ = [
     "JitEE", "StackKind", "TypeInfo", "TypeLayout", "LayoutField", "FieldInfo", "MethodInfo",
     "llvm_global", "POINTER_SIZE", "OBJECT_HEADER_SIZE", "ARRAY_LENGTH_OFFSET", "SZARRAY_DATA_OFFSET",
-    "STRING_LENGTH_OFFSET", "STRING_CHARS_OFFSET", "md_array_data_offset",
+    "STRING_LENGTH_OFFSET", "STRING_CHARS_OFFSET", "md_array_data_offset", "TYPEDREF_SIZE",
+    "TYPEDREF_VALUE_OFFSET", "TYPEDREF_TYPE_OFFSET",
 ]
 
 POINTER_SIZE = 8
@@ -146,6 +152,8 @@ SZARRAY_DATA_OFFSET = 16      # first element of a single-dimensional zero-based
 STRING_LENGTH_OFFSET = 8      # int32 length of a System.String
 STRING_CHARS_OFFSET = 12      # its first UTF-16 unit
 TYPEDREF_SIZE = 16            # System.TypedReference: a byref and a type handle
+TYPEDREF_VALUE_OFFSET = 0     # its data pointer (CoreLib's `Value`, a ByReference<byte>)
+TYPEDREF_TYPE_OFFSET = 8      # its type handle (CoreLib's `Type`, an IntPtr)
 
 # ClassLayout.PackingSize 0 means the default, CoreCLR 3.1's DEFAULT_PACKING_SIZE.
 DEFAULT_PACKING_SIZE = 32
@@ -1150,6 +1158,13 @@ class JitEE:
         if token >> 24 != TokenKind.USER_STRING:
             raise ReaderError(f"token 0x{token:08X} is not a user string token", kind="unresolved-token")
         return f"str:0x{token:08X}"
+
+    def varargs_cookie(self, token: int) -> str:
+        """`vasigcookie:0x0A000012`: the cookie a call to a vararg method passes, naming the call
+        site's signature (the MemberRef or StandAloneSig token; module-local)."""
+        if token >> 24 not in (TokenKind.MEMBER_REF, TokenKind.METHOD_DEF, TokenKind.STANDALONE_SIG):
+            raise ReaderError(f"token 0x{token:08X} names no call-site signature", kind="unresolved-token")
+        return f"vasigcookie:0x{token:08X}"
 
     def static_field_address(self, token: int) -> str:
         return "static:" + self.field(token).symbol

@@ -6,13 +6,68 @@ by spilling the stack and branching to the enqueued successors. Every implicit e
 an explicit test branching to a cold block that calls a noreturn CORINFO_HELP_* helper
 (DESIGN.md decision 6). An opcode this reader does not translate yet is a ReaderError
 naming it and its IL offset, never a wrong translation.
+
+Prefixes: `constrained.` is consumed by the `callvirt` it prefixes; `volatile.` holds for
+the one instruction that follows and is honoured by `cpblk`/`initblk` only (a volatile
+`llvm.memcpy`/`llvm.memset`); `unaligned.` needs nothing there, as their memcpy/memset
+claim no alignment. ldind/stind/ldfld/ldobj & co. ignore both prefixes (their plain loads
+and stores assume the type's ABI alignment, which x64 does not enforce).
+
+Blocks of memory and typed references (ECMA-335 Partition III), as measured on CoreCLR 3.1
+by tests/reader/typed_refs_and_blocks.il:
+
+* `cpblk` / `initblk` are `llvm.memcpy` / `llvm.memset` of the given (unsigned int32, or
+  native int) size, with no alignment claimed: ECMA lets cpblk assume natural alignment
+  without `unaligned.`, but CoreCLR does not rely on it and `Unsafe.CopyBlock` emits none.
+  A null address raises NullReferenceException only when the size is non-zero (a zero
+  size with a null address is no exception, on CoreCLR and on Mono): an explicit test of
+  `(dst == null | src == null) & size != 0` before the call (the `null-deref` check).
+  Overlapping blocks are unspecified (ECMA), so memcpy, not memmove.
+* `cpobj T` copies one value of T: a value type by `llvm.memcpy` of its JIT-EE size, a
+  reference type (or a primitive) by a load and a store of its storage type; both
+  addresses are null-checked (NullReferenceException, measured). No GC write barrier: the
+  reader emits none anywhere (stfld/stobj/stind.ref store plainly too).
+* A TypedReference is a 16-byte value (`typedref`): the data pointer at
+  jitee.TYPEDREF_VALUE_OFFSET and the type handle at jitee.TYPEDREF_TYPE_OFFSET, as the
+  JIT-EE lays out CoreLib's `System.TypedReference {ByReference<byte> Value; IntPtr Type}`.
+  `mkrefany T` stores the pointer (a byref or native int, never null-checked: CoreCLR makes
+  a typed reference of null without an exception) and T's class handle. `refanyval T` is
+  a call of CORINFO_HELP_GETREFANY(class handle, pointer to the typed reference), which
+  returns the data pointer or raises InvalidCastException unless the stored type handle is
+  exactly T's (JIT_GetRefAny; a default TypedReference too). `refanytype` pushes the
+  stored type handle as a RuntimeTypeHandle, in the same one-pointer form as `ldtoken`
+  (CoreCLR wraps both into a RuntimeType with a helper; a default TypedReference gives the
+  null handle, no exception).
+* `arglist` (only in a vararg method; elsewhere the named error `arglist-outside-vararg`,
+  where CoreCLR raises InvalidProgramException) pushes a RuntimeArgumentHandle: a
+  one-pointer value holding the address of the home slot of the method's varargs cookie,
+  as RyuJIT takes the address of its varargs-handle argument. The cookie is a `ptr`
+  parameter after `this` and the return buffer (jitee's convention, role `vararg-cookie`);
+  every vararg method gets it (`varargs_cookie_home`, run before its first block is
+  translated), and a call to a vararg method passes its call site's cookie, the external
+  symbol `vasigcookie:<token>`. What the cookie points at (the runtime's VASigCookie, the
+  variable arguments) is opaque here. CoreCLR 3.1 on Linux rejects every call to a vararg
+  method (InvalidProgramException "Vararg calling convention not supported", raised when
+  it compiles the caller); Mono runs them. `arglist` in an outlined filter is refused
+  (`arglist-in-filter`): a filter cannot see the parent's parameters.
+* `jmp M` (stack empty; outside every region, which the IL checks enforce) is a
+  `musttail call` of M with the current values of the arguments, then `ret` of its
+  result. M's signature must lower to the same LLVM prototype as ours
+  (`jmp-signature-mismatch` otherwise). A value-type argument lives in our own copy: it is
+  first copied back into the caller-made buffer we received, and M gets that buffer (a
+  musttail callee must not see our frame). `jmp` in or to a vararg method is refused
+  (`jmp-vararg`). The call-site marker precedes the call as for any call; LLVM compiles it
+  to a tail `jmp`, at O0 as well.
 """
 
 from __future__ import annotations
 
+import re
+
+from ..assembly.signatures import CallKind, ElementType, PrimitiveType
 from ..il.opcodes import Flow, OperandKind
 from .helpers import IMPLICIT_CHECKS
-from .jitee import StackKind, is_void
+from .jitee import TYPEDREF_SIZE, TYPEDREF_TYPE_OFFSET, TYPEDREF_VALUE_OFFSET, StackKind, is_void
 from .translate import ARRAY_DATA_OFFSET, ARRAY_LENGTH_OFFSET, SV, _KIND_OF_STACK, _LLVM_OF_KIND
 
 # Element types named by typed opcodes (ldind.*, stind.*, ldelem.*, stelem.*, conv.*):
@@ -36,6 +91,11 @@ _CMP = {  # opcode stem -> (int predicate, float predicate)
 }
 _OVF_INTRINSIC = {"add.ovf": "sadd", "add.ovf.un": "uadd", "sub.ovf": "ssub", "sub.ovf.un": "usub",
                   "mul.ovf": "smul", "mul.ovf.un": "umul"}
+_PLAIN_CALL = re.compile(r"(%[\w.]+ = )?call ")
+TYPEDREF = PrimitiveType(ElementType.TYPEDBYREF)   # the stack value of mkrefany
+VARARGS_COOKIE = "%varargs.cookie"                 # a vararg method's cookie parameter
+VARARGS_COOKIE_HOME = "%varargs.cookie.home"       # its home slot: arglist's handle points here
+
 _INT_RANGE = {"i1": (-2**7, 2**7 - 1), "u1": (0, 2**8 - 1), "i2": (-2**15, 2**15 - 1), "u2": (0, 2**16 - 1),
               "i4": (-2**31, 2**31 - 1), "u4": (0, 2**32 - 1), "i8": (-2**63, 2**63 - 1), "u8": (0, 2**64 - 1),
               "i": (-2**63, 2**63 - 1), "u": (0, 2**64 - 1)}
@@ -50,6 +110,7 @@ class BlockTranslator:
         self.il_block = il_block
         self.region = tr.tree.innermost(il_block.start)
         self.prefix_constrained = None
+        self.prefix_volatile = False       # `volatile.` before the current instruction
 
     # -- small helpers ----------------------------------------------------------------------
 
@@ -191,12 +252,18 @@ class BlockTranslator:
         self.block.terminate(f"br label %{self.tr._enqueue(target, self.ctx, shape)}")
 
     def instruction(self, ins):
-        name, op = ins.op.name, ins.op
-        stem = name[:-2] if name.endswith(".s") else name
-        if op.flow is Flow.PREFIX:
-            if name == "constrained.":
+        if ins.op.flow is Flow.PREFIX:
+            if ins.op.name == "constrained.":
                 self.prefix_constrained = ins.operand
+            elif ins.op.name == "volatile.":
+                self.prefix_volatile = True
             return
+        self.dispatch(ins)
+        self.prefix_volatile = False     # a prefix holds for one instruction
+
+    def dispatch(self, ins):
+        name = ins.op.name
+        stem = name[:-2] if name.endswith(".s") else name
         handler = _SIMPLE.get(stem)
         if handler is not None:
             handler(self, ins)
@@ -553,7 +620,9 @@ class BlockTranslator:
         if virtual:
             handle = self.global_(info.symbol + "$handle")
             callee = self.helper("CORINFO_HELP_VIRTUAL_FUNC_PTR", [f"ptr {this.op}", "ptr null", f"ptr {handle}"])
-        result = self.emit_call(callee, this, args, info.params, info.return_type, direct=not virtual)
+        cookie = self.global_(tr.ee.varargs_cookie(ins.operand)) if info.vararg else None
+        result = self.emit_call(callee, this, args, info.params, info.return_type, direct=not virtual,
+                                cookie=cookie)
         if name == "newobj":
             self.stack.append(this if this.kind != "byref" else SV("vt", this.op, this.sig))
         elif result is not None:
@@ -564,13 +633,16 @@ class BlockTranslator:
         target = self.pop(ins.offset)
         args = [self.pop(ins.offset) for _ in sig.params][::-1]
         this = self.pop(ins.offset) if sig.has_this and not sig.explicit_this else None
-        result = self.emit_call(self.narrow(target, "ptr"), this, args, sig.params, sig.return_type, direct=False)
+        cookie = self.global_(self.tr.ee.varargs_cookie(ins.operand)) if sig.call_kind is CallKind.VARARG else None
+        result = self.emit_call(self.narrow(target, "ptr"), this, args, sig.params, sig.return_type, direct=False,
+                                cookie=cookie)
         if result is not None:
             self.stack.append(result)
 
-    def emit_call(self, callee, this, args, params, ret_sig, direct):
+    def emit_call(self, callee, this, args, params, ret_sig, direct, cookie=None):
         """A call (an invoke under a try) in our calling convention: `this`, the hidden return
-        buffer of a value-type result, then the arguments. Returns the pushed result, if any."""
+        buffer of a value-type result, the varargs cookie of a vararg call, then the
+        arguments. Returns the pushed result, if any."""
         tr = self.tr
         texts = [f"ptr {this.op if this.ty == 'ptr' else self.narrow(this, 'ptr')}"] if this is not None else []
         retbuf = None
@@ -578,6 +650,8 @@ class BlockTranslator:
             size, align = tr.ee.size_and_align(ret_sig)
             retbuf = self.temp(f"[{size} x i8]", max(align, 1))
             texts.append(f"ptr {retbuf}")
+        if cookie is not None:
+            texts.append(f"ptr {cookie}")
         for sv, sig in zip(args, params):
             ty = tr._param_type(sig)
             texts.append(f"{ty} {self.narrow(sv, ty)}")
@@ -814,6 +888,161 @@ class BlockTranslator:
         self.emit(f"{v} = ptrtoint ptr {g} to i64")
         self.push("nint", v)
 
+    # -- blocks of memory ------------------------------------------------------------------------
+
+    def block_size(self, sv):
+        """A cpblk/initblk size (unsigned int32, or native int) as an i64."""
+        if sv.ty == "i32":
+            v = self.v("size")
+            self.emit(f"{v} = zext i32 {sv.op} to i64")
+            return v
+        if sv.ty == "i64":
+            return sv.op
+        raise self.tr.fail(f"a block size cannot be a {sv.kind}", self.offset, "type-mismatch")
+
+    def null_check_addresses(self, addrs, size=None):
+        """NullReferenceException when any of `addrs` is null (and `size`, if given, is not 0)."""
+        conds = []
+        for a in addrs:
+            c = self.v("isnull")
+            self.emit(f"{c} = icmp eq ptr {a}, null")
+            conds.append(c)
+        bad = conds[0]
+        for c in conds[1:]:
+            n = self.v("isnull")
+            self.emit(f"{n} = or i1 {bad}, {c}")
+            bad = n
+        if size is not None:
+            nonzero, both = self.v("nonempty"), self.v("isnull")
+            self.emit(f"{nonzero} = icmp ne i64 {size}, 0")
+            self.emit(f"{both} = and i1 {bad}, {nonzero}")
+            bad = both
+        self.check(bad, "null-deref", "nullref")
+
+    def cpblk(self, ins):
+        size, src, dst = self.pop(ins.offset), self.pop(ins.offset), self.pop(ins.offset)
+        n = self.block_size(size)
+        d, s = self.narrow(dst, "ptr"), self.narrow(src, "ptr")
+        self.null_check_addresses([d, s], n)
+        self.tr.declares["llvm.memcpy"] = "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)"
+        self.emit(f"call void @llvm.memcpy.p0.p0.i64(ptr {d}, ptr {s}, i64 {n}, "
+                  f"i1 {'true' if self.prefix_volatile else 'false'})")
+
+    def initblk(self, ins):
+        size, value, addr = self.pop(ins.offset), self.pop(ins.offset), self.pop(ins.offset)
+        n = self.block_size(size)
+        d = self.narrow(addr, "ptr")
+        byte = self.narrow(value, "i8")
+        self.null_check_addresses([d], n)
+        self.tr.declares["llvm.memset"] = "declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)"
+        self.emit(f"call void @llvm.memset.p0.i64(ptr {d}, i8 {byte}, i64 {n}, "
+                  f"i1 {'true' if self.prefix_volatile else 'false'})")
+
+    def cpobj(self, ins):
+        src, dst = self.pop(ins.offset), self.pop(ins.offset)
+        sig = self.tr.ee.token_type(ins.operand)
+        d, s = self.narrow(dst, "ptr"), self.narrow(src, "ptr")
+        self.null_check_addresses([d, s])
+        if self.tr.ee.stack_kind(sig) is StackKind.VALUE:
+            self.memcpy(d, s, self.tr.ee.size_and_align(sig)[0])
+            return
+        storage = self.tr.ee.storage_type(sig)   # a reference (`ptr`) or a primitive
+        v = self.v()
+        self.emit(f"{v} = load {storage}, ptr {s}")
+        self.emit(f"store {storage} {v}, ptr {d}")
+
+    # -- typed references ----------------------------------------------------------------------
+
+    def typedref(self, ins):
+        """Pop a TypedReference (a 16-byte value) for refanyval/refanytype."""
+        sv = self.pop(ins.offset)
+        if sv.kind != "vt" or sv.sig is None or self.tr.ee.size_and_align(sv.sig)[0] != TYPEDREF_SIZE:
+            raise self.tr.fail(f"{ins.op.name} of a {sv.kind} that is not a typed reference", ins.offset,
+                               "type-mismatch")
+        return sv
+
+    def typedref_field(self, ref, offset):
+        return ref if offset == 0 else self.gep(ref, offset)
+
+    def mkrefany(self, ins):
+        ptr = self.pop(ins.offset)
+        if ptr.kind not in ("byref", "nint"):
+            raise self.tr.fail(f"mkrefany of a {ptr.kind} (a managed or unmanaged pointer is required)",
+                               ins.offset, "type-mismatch")
+        cls = self.global_(self.tr.ee.class_handle(ins.operand))
+        ref = self.temp(f"[{TYPEDREF_SIZE} x i8]")
+        self.emit(f"store ptr {self.narrow(ptr, 'ptr')}, ptr {self.typedref_field(ref, TYPEDREF_VALUE_OFFSET)}")
+        self.emit(f"store ptr {cls}, ptr {self.typedref_field(ref, TYPEDREF_TYPE_OFFSET)}")
+        self.push("vt", ref, TYPEDREF)
+
+    def refanyval(self, ins):
+        ref = self.typedref(ins)
+        cls = self.global_(self.tr.ee.class_handle(ins.operand))
+        self.push("byref", self.helper("CORINFO_HELP_GETREFANY", [f"ptr {cls}", f"ptr {ref.op}"]))
+
+    def refanytype(self, ins):
+        ref = self.typedref(ins)
+        t = self.v("type")
+        self.emit(f"{t} = load ptr, ptr {self.typedref_field(ref.op, TYPEDREF_TYPE_OFFSET)}")
+        handle = self.temp("ptr")
+        self.emit(f"store ptr {t}, ptr {handle}")
+        self.push("vt", handle)     # a RuntimeTypeHandle, as ldtoken pushes one
+
+    def arglist(self, ins):
+        home = varargs_cookie_home(self.tr)
+        if home is None:
+            raise self.tr.fail("arglist in a method that is not vararg (CoreCLR: InvalidProgramException)",
+                               ins.offset, "arglist-outside-vararg")
+        if self.ctx.kind == "filter":
+            raise self.tr.fail("arglist in a filter: the outlined filter cannot reach the parent's varargs "
+                               "cookie", ins.offset, "arglist-in-filter")
+        handle = self.temp("ptr")
+        self.emit(f"store ptr {home}, ptr {handle}")
+        self.push("vt", handle)     # a RuntimeArgumentHandle: the address of the cookie's home
+
+    # -- jmp -------------------------------------------------------------------------------------
+
+    def jmp(self, ins):
+        tr = self.tr
+        if self.stack:
+            raise tr.fail(f"jmp with {len(self.stack)} value(s) on the stack (it must be empty)", ins.offset,
+                          "jmp-stack-not-empty")
+        if self.ctx.kind != "main" or self.ctx.pad is not None:
+            raise tr.fail("jmp outside the main body", ins.offset, "jmp-context")
+        me, target = tr.ee.compiled_method(tr.rid), tr.ee.method(ins.operand)
+        if me.vararg or target.vararg:
+            raise tr.fail("jmp in or to a vararg method", ins.offset, "jmp-vararg")
+        mine = tr._param_llvm_types(me)
+        theirs = (["ptr"] if target.has_this else []) + \
+            (["ptr"] if tr._returns_vt(target.return_type) else []) + [tr._param_type(p) for p in target.params]
+        ret_ty = tr._ret_llvm(me)
+        if target.has_this != me.has_this or mine != theirs or tr._ret_llvm(target) != ret_ty:
+            raise tr.fail(f"jmp to {target.display}: its prototype {tr._ret_llvm(target)} ({', '.join(theirs)}) "
+                          f"is not ours, {ret_ty} ({', '.join(mine)})", ins.offset, "jmp-signature-mismatch")
+        texts = []
+        for i, sig in enumerate(tr.arg_sigs):
+            param = f"%p{i + tr._param_shift(i)}"
+            if tr.ee.stack_kind(sig) is StackKind.VALUE:   # our copy back into the caller's buffer
+                self.memcpy(param, tr.args[i], tr.ee.size_and_align(sig)[0])
+                texts.append(f"ptr {param}")
+            else:
+                storage = tr.ee.storage_type(sig)
+                v = self.v()
+                self.emit(f"{v} = load {storage}, ptr {tr.args[i]}")
+                texts.append(f"{storage} {v}")
+        if tr._returns_vt(me.return_type):
+            retbuf = 1 if me.has_this else 0
+            texts.insert(retbuf, f"ptr %p{retbuf}")
+        callee = tr.ee.llvm_global(target.symbol)
+        tr.declares[callee] = f"declare {ret_ty} {callee}({', '.join(mine)})"
+        block, result = tr.call(self.block, self.ctx, self.region, ret_ty, callee, texts, ins.offset)
+        line = block.lines[-1]
+        call = _PLAIN_CALL.match(line)
+        assert block is self.block and call, "jmp lies outside every region: tr.call made a plain call"
+        lhs = call.group(1) or ""
+        block.lines[-1] = f"{lhs}musttail {line[len(lhs):]}"
+        block.terminate(f"ret {ret_ty} {result}" if result is not None else "ret void")
+
     # -- stack ---------------------------------------------------------------------------------------
 
     def dup(self, ins):
@@ -862,6 +1091,9 @@ _SIMPLE = {
     "sizeof": BlockTranslator.sizeof, "ldftn": BlockTranslator.ldftn,
     "calli": BlockTranslator.calli, "ldvirtftn": BlockTranslator.ldvirtftn,
     "localloc": BlockTranslator.localloc, "ldtoken": BlockTranslator.ldtoken,
+    "cpblk": BlockTranslator.cpblk, "initblk": BlockTranslator.initblk, "cpobj": BlockTranslator.cpobj,
+    "mkrefany": BlockTranslator.mkrefany, "refanyval": BlockTranslator.refanyval,
+    "refanytype": BlockTranslator.refanytype, "arglist": BlockTranslator.arglist, "jmp": BlockTranslator.jmp,
 }
 
 _FAMILIES = [
@@ -880,5 +1112,27 @@ for _stem in ("br", "brtrue", "brfalse", "beq", "bne.un", "bge", "bge.un", "bgt"
     _SIMPLE[_stem] = BlockTranslator.branch
 
 
+def varargs_cookie_home(tr) -> str | None:
+    """The home slot of the compiled method's varargs cookie, None when it is not vararg.
+
+    The first time, this gives the parent function its cookie parameter (`ptr`, after
+    `this` and the return buffer, as in jitee's `llvm_param_roles`) and stores it in an
+    entry-block slot; `translate_block` asks before any block of a method is translated,
+    so a vararg method's prototype never depends on whether it executes `arglist`."""
+    info = tr.ee.compiled_method(tr.rid)
+    if not info.vararg:
+        return None
+    fn = tr.fn
+    if all(name != VARARGS_COOKIE for _, name in fn.params):
+        position = (1 if info.has_this else 0) + (1 if tr._returns_vt(info.return_type) else 0)
+        fn.params.insert(position, ("ptr", VARARGS_COOKIE))
+        fn.alloca(VARARGS_COOKIE_HOME, "ptr")
+        entry = fn.entry.lines
+        entry.insert(len(entry) - 1 if fn.entry.terminated else len(entry),
+                     f"store ptr {VARARGS_COOKIE}, ptr {VARARGS_COOKIE_HOME}")
+    return VARARGS_COOKIE_HOME
+
+
 def translate_block(tr, il_block, ctx, block, stack) -> None:
+    varargs_cookie_home(tr)
     BlockTranslator(tr, il_block, ctx, block, stack).run()
