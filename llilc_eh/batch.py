@@ -38,10 +38,14 @@ class FileReport:
     mutual_protect: int = 0
     failures: list[dict] = field(default_factory=list)
     file_error: dict | None = None
-    native: "NativeReport | None" = None   # ReadyToRun images only
-    translated: int | None = None          # with translate: methods whose IR passed lint + verify
-    reader_failures: list[dict] = field(default_factory=list)
-    seconds: float = 0.0
+    native: NativeReport | None = None   # ReadyToRun images only
+    translated: int | None = None          # with translate: methods through the whole pipeline, clean
+    translate_failures: list[dict] = field(default_factory=list)
+    differential: Counter = field(default_factory=Counter)   # LLVM differential classification
+    decided_by_order: int = 0       # methods whose funclet match the evidence left to LLVM's order
+    seconds: float = 0.0                                     # timings: not in the JSON report
+    stage_seconds: Counter = field(default_factory=Counter)
+    method_seconds: list[tuple[float, str]] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {"path": self.path, "methods": self.methods, "with_il": self.with_il,
@@ -50,7 +54,9 @@ class FileReport:
                 "mutual_protect": self.mutual_protect, "failures": self.failures,
                 "file_error": self.file_error,
                 "native": self.native.as_dict() if self.native else None,
-                "translated": self.translated, "reader_failures": self.reader_failures}
+                "translated": self.translated, "translate_failures": self.translate_failures,
+                "differential": dict(sorted(self.differential.items())),
+                "decided_by_order": self.decided_by_order}
 
 
 @dataclass
@@ -77,6 +83,13 @@ class NativeReport:
         return d
 
 
+def offset_text(failure: dict) -> str:
+    """A failure record's offset as its stage means it: IL offsets up to the reader, code
+    offsets (from the method's start or in the object) from the backend on."""
+    at = failure["offset"]
+    return f"+0x{at:x}" if failure["stage"] in ("backend", "clauses") else f"IL_{at:04x}"
+
+
 def _failure(exc: BaseException, method: str | None) -> dict:
     if isinstance(exc, LlilcEhError):
         d = exc.as_dict()
@@ -88,9 +101,11 @@ def _failure(exc: BaseException, method: str | None) -> dict:
             "reason": f"{exc} ({Path(tb.filename).name}:{tb.lineno})"}
 
 
-def validate_file(path: str, translate: bool = False) -> FileReport:
+def validate_file(path: str, translate: bool = False, opt: int = 2) -> FileReport:
     """IL region checks on every method with EH of one assembly; for ReadyToRun images
-    RyuJIT's tables too; with `translate`, the reader (IR, funclet lint, LLVM verify)."""
+    RyuJIT's tables too; with `translate`, the whole pipeline (`pipeline.Pipeline.stream`:
+    IR, lint, verify, model, LLVM codegen at `opt`, final image, clauses, validator, LLVM
+    differential) on every EH method whose IL is sound."""
     t0 = time.perf_counter()
     report = FileReport(path=path)
     try:
@@ -102,9 +117,7 @@ def validate_file(path: str, translate: bool = False) -> FileReport:
         report.seconds = time.perf_counter() - t0
         return report
     report.with_il = len(rids)
-    reader = _Reader(asm) if translate else None
-    if reader:
-        report.translated = 0
+    analyzed = {}
     for rid in rids:
         where = f"0x{0x06000000 | rid:08X}"
         try:
@@ -126,32 +139,68 @@ def validate_file(path: str, translate: bool = False) -> FileReport:
         if any(len(r.handlers) > 1 for r in tree.regions):
             report.mutual_protect += 1
         report.failures.extend(e.as_dict() for e in m.errors)
-        if reader and not m.errors:
-            failure = reader.translate(m, where)
-            if failure:
-                report.reader_failures.append(failure)
-            else:
-                report.translated += 1
+        if not m.errors:
+            analyzed[rid] = m
+    if translate:
+        _translate(asm, analyzed, opt, report)
     report.native = _validate_native(asm, report)
     report.seconds = time.perf_counter() - t0
     return report
 
 
-class _Reader:
-    """The reader stage over one assembly, with one JIT-EE interface for all its methods."""
+_POOL = None
 
-    def __init__(self, asm: Assembly):
-        from .reader.jitee import JitEE
-        self.asm, self.ee = asm, JitEE(asm)
 
-    def translate(self, m, where: str) -> dict | None:
-        from .reader.lint import check_module
-        from .reader.translate import translate
+def _pool():
+    """This process's LLVM worker (one: a batch process overlaps it with its own Python
+    work, `Pipeline.stream`); closed at exit."""
+    global _POOL
+    if _POOL is None:
+        import atexit
+
+        from .backend.codegen import CodegenPool
+        _POOL = CodegenPool(1)
+        atexit.register(_POOL.close)
+    return _POOL
+
+
+def _translate(asm: Assembly, analyzed: dict, opt: int, report: FileReport) -> None:
+    """The whole pipeline over the analysed EH methods; every shortfall is a failure record
+    with a named reason: a stage's error, a validator rule, an image finding, an unexplained
+    difference from LLVM's own table."""
+    from .pipeline import Pipeline
+    report.translated = 0
+    pipeline = Pipeline(asm, _pool(), opt=opt)
+    rids = list(analyzed)
+    runs = pipeline.stream(rids, analyzed=analyzed)
+    for rid in rids:
         try:
-            check_module(translate(self.asm, m, self.ee).module, method=m.name)
-        except Exception as exc:  # noqa: BLE001 - one method's failure, recorded with its reason
-            return _failure(exc, where)
-        return None
+            run = next(runs)
+        except Exception as exc:  # noqa: BLE001 - a bug of ours: this method's record, then go on
+            report.translate_failures.append(_failure(exc, f"0x{0x06000000 | rid:08X} {analyzed[rid].body.name}"))
+            runs = pipeline.stream(rids[rids.index(rid) + 1:], analyzed=analyzed)
+            continue
+        report.stage_seconds.update(run.seconds)
+        report.method_seconds.append((sum(v for k, v in run.seconds.items() if k != "codegen-wait"), run.name))
+        if run.differential is not None:
+            report.differential[run.differential.classification] += 1
+        report.decided_by_order += bool(run.image is not None and run.image.ambiguous)
+        failures = _run_failures(run)
+        report.translate_failures.extend(failures)
+        report.translated += not failures
+
+
+def _run_failures(run) -> list[dict]:
+    if run.error is not None:
+        return [run.error.as_dict()]
+    out = [{"stage": "clauses", "kind": f"validator:{f.rule}", "method": run.name, "offset": None,
+            "reason": f.message} for f in run.findings]
+    out += [{"stage": "backend", "kind": f"image-verify:{f.rule}", "method": run.name, "offset": f.offset,
+             "reason": f.detail} for f in run.image_findings]
+    if run.differential is not None:
+        out += [{"stage": "clauses", "kind": f"llvm-differential:{d.reason}", "method": run.name, "offset": None,
+                 "reason": d.detail} for d in run.differential.unexplained]
+    return out
 
 
 def _validate_native(asm: Assembly, report: FileReport) -> NativeReport | None:
@@ -215,7 +264,8 @@ def expand_inputs(inputs: list[str]) -> list[str]:
     return files
 
 
-def run(files: list[str], jobs: int = 1, progress: bool = True, translate: bool = False) -> list[FileReport]:
+def run(files: list[str], jobs: int = 1, progress: bool = True, translate: bool = False,
+        opt: int = 2) -> list[FileReport]:
     """Validate every file, `jobs` worker processes at a time; results in input order."""
     results: dict[str, FileReport] = {}
     show = progress and sys.stderr.isatty()
@@ -233,11 +283,11 @@ def run(files: list[str], jobs: int = 1, progress: bool = True, translate: bool 
     order = sorted(files, key=lambda f: -os.path.getsize(f) if os.path.exists(f) else 0)
     if jobs <= 1:
         for f in order:
-            results[f] = validate_file(f, translate)
+            results[f] = validate_file(f, translate, opt)
             tick(results[f])
     else:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
-            for f, r in zip(order, pool.map(validate_file, order, [translate] * len(order))):
+            for f, r in zip(order, pool.map(validate_file, order, [translate] * len(order), [opt] * len(order))):
                 results[f] = r
                 tick(r)
     if show:
@@ -300,13 +350,7 @@ def summary(reports: list[FileReport], wall: float | None = None) -> str:
                                                                sorted(n.comparison_details.items())))
     translated = [r for r in reports if r.translated is not None]
     if translated:
-        ok = sum(r.translated for r in translated)
-        tried = ok + sum(len(r.reader_failures) for r in translated)
-        reasons = Counter(f"{f['stage']}:{f['kind']}" for r in translated for f in r.reader_failures)
-        lines.append(f"reader: {ok} of {tried} EH methods translated to verified, lint-clean IR "
-                     f"({100.0 * ok / tried if tried else 100:.1f}%)")
-        for reason, n in reasons.most_common():
-            lines.append(f"  {n:>6}  {reason}")
+        lines += _translate_summary(translated)
     if fail_kinds:
         lines.append("failures: " + ", ".join(f"{k} {v}" for k, v in sorted(fail_kinds.items())))
     else:
@@ -314,6 +358,45 @@ def summary(reports: list[FileReport], wall: float | None = None) -> str:
     if wall is not None:
         lines.append(f"wall time {wall:.2f} s")
     return "\n".join(lines)
+
+
+def _translate_summary(reports: list[FileReport]) -> list[str]:
+    """The pipeline's part of the summary: coverage per assembly (those with EH methods),
+    failures by reason, the LLVM differential, time per stage and the slowest methods."""
+    ok = sum(r.translated for r in reports)
+    tried = ok + sum(len({f["method"] for f in r.translate_failures}) for r in reports)
+    lines = ["", f"{'pipeline (end to end)':<48} {'EH':>6} {'ok':>6} {'failed':>6} {'coverage':>9} {'s':>7}"]
+    for r in reports:
+        failed = len({f["method"] for f in r.translate_failures})
+        if r.translated + failed:
+            lines.append(f"{Path(r.path).name:<48} {r.translated + failed:>6} {r.translated:>6} {failed:>6} "
+                         f"{100.0 * r.translated / (r.translated + failed):>8.1f}% {r.seconds:>7.1f}")
+    lines.append(f"pipeline: {ok} of {tried} EH methods end to end clean "
+                 f"({100.0 * ok / tried if tried else 100:.1f}%): verified IR, O-level code, final image, "
+                 f"clauses, unwind, validator")
+    reasons = Counter(f"{f['stage']}:{f['kind']}" for r in reports for f in r.translate_failures)
+    for reason, n in reasons.most_common():
+        lines.append(f"  {n:>6}  {reason}")
+    diff = Counter()
+    for r in reports:
+        diff.update(r.differential)
+    lines.append("LLVM differential: " + (", ".join(f"{k} {v}" for k, v in sorted(diff.items())) or "none"))
+    lines.append(f"funclet matches the evidence left to LLVM's order: {sum(r.decided_by_order for r in reports)} "
+                 f"methods")
+    stages = Counter()
+    for r in reports:
+        stages.update(r.stage_seconds)
+    if stages:
+        total = sum(v for k, v in stages.items() if k != "codegen-wait")
+        lines.append("seconds by stage (all processes): " + ", ".join(
+            f"{k} {v:.1f}" for k, v in stages.items()) + f"; LLVM codegen {100 * stages['codegen'] / total:.0f}%"
+            f" of {total:.1f}")
+        times = sorted((t for r in reports for t in r.method_seconds), reverse=True)
+        if times:
+            median = times[len(times) // 2][0]
+            lines.append(f"per method: median {1000 * median:.1f} ms; slowest: "
+                         + "; ".join(f"{n} {1000 * t:.0f} ms" for t, n in times[:3]))
+    return lines
 
 
 def json_report(reports: list[FileReport]) -> str:

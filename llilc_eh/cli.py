@@ -1,15 +1,23 @@
 """`llilc-eh`: the command line of the pipeline.
 
-    llilc-eh                                   the embedded sample, every method with EH
+    llilc-eh                                   the translate view of the embedded sample's
+                                               default method (filter, finallys, nested tries)
     llilc-eh il ASSEMBLY --method NAME|0x06..  one method: IL listing, regions, clauses
-    llilc-eh translate ASSEMBLY --method NAME --stage ir   the LLVM module (parent + outlined filters)
+    llilc-eh translate ASSEMBLY --method NAME  one method through the whole pipeline, every
+                                               stage side by side: IL, IR, funclet model, final
+                                               image with disassembly, clause table, unwind
+                                               info, checks, timings (--stage il|ir|funclets|
+                                               image|clauses|unwind for one of them, --json,
+                                               --emit-dir D for every artifact as a file,
+                                               --svg FILE for the layout picture)
     llilc-eh r2r ASSEMBLY --method NAME|0x06.. RyuJIT's native clauses (ReadyToRun) beside the IL's
     llilc-eh validate ASSEMBLY|FOLDER ...      every method with EH: region checks, and for
                                                ReadyToRun images RyuJIT's tables validated,
                                                compared with the IL, their unwind info decoded
 
 Errors about the input exit with status 1 and print the reason with its location; they
-never print a Python traceback.
+never print a Python traceback. A method that fails in a later stage of `translate` prints
+what the earlier stages produced, then the error (stage, kind, method, offset).
 """
 
 from __future__ import annotations
@@ -24,9 +32,17 @@ from pathlib import Path
 from . import batch
 from .assembly.loader import Assembly
 from .assembly.r2r.reader import ReadyToRunImage
+from .clauses.validate import DEFAULT_PROFILE, Profile
 from .errors import LlilcEhError
 from .il.listing import clause_text, render, to_json
 from .il.method import analyze
+
+# The sample method `llilc-eh` and `llilc-eh translate` show by default: a filter, a filter
+# handler holding a try/finally inside a try/catch and a second try/finally -- duplicate
+# clauses, a filter placed before its handler, funclets nested in a funclet.
+DEFAULT_METHOD = "Tests.TryInFilterHandler.Program::Run"
+TRANSLATE_STAGES = ("il", "ir", "funclets", "image", "clauses", "unwind", "all")
+_FRONT_STAGES = frozenset({"il", "ir", "funclets"})     # need no LLVM codegen
 
 
 def sample_path() -> Path:
@@ -154,28 +170,64 @@ def _r2r_json(ref, check) -> dict:
 
 
 def cmd_translate(args) -> int:
-    from .reader.jitee import JitEE
-    from .reader.lint import check_module
-    from .reader.translate import Options, translate
+    """One method (or every method with EH of a named assembly) through `pipeline.Pipeline`,
+    shown by `llilc_eh.view`."""
+    from .pipeline import Pipeline
+    from .reader.translate import Options
+    from .view import build_view, render_text, report
+    from .view.emit import dumps, emit
+    from .view.report import reader_json
+    from .view.svg import layout_svg
+    from .view.text import render_section
 
-    asm = Assembly(args.assembly or sample_path())
-    ee = JitEE(asm)
+    path = Path(args.assembly) if args.assembly else sample_path()
+    asm = Assembly(path)
+    if args.token or args.method or args.assembly:
+        refs = _methods(asm, args)
+    else:
+        refs = [asm.find_method(DEFAULT_METHOD)]
+    if not refs:
+        raise LlilcEhError(f"{path.name} has no method with EH: name one with --method or --token")
+    if (args.emit_dir or args.svg) and len(refs) != 1:
+        raise LlilcEhError(f"--emit-dir and --svg write the files of one method, {path.name} has {len(refs)} "
+                           "with EH: name one with --method or --token")
+    stage = args.stage
     options = Options(clone_finally=args.clone_finally)
-    out = []
-    for ref in _methods(asm, args):
-        m = analyze(asm.body(ref.rid)).raise_first()
-        result = translate(asm, m, ee, options)
-        check_module(result.module, method=m.name)   # funclet lint, then LLVM's verifier
+    rids = [ref.rid for ref in refs]
+    if stage in _FRONT_STAGES and not (args.emit_dir or args.svg):
+        pipeline = Pipeline(asm, None, opt=args.opt, profile=args.profile, options=options)
+        runs = [pipeline.front(rid) for rid in rids]        # IL -> IR -> lint + verify -> model
+    else:
+        from .backend.codegen import CodegenPool
+        with CodegenPool(1) as pool:
+            runs = Pipeline(asm, pool, opt=args.opt, profile=args.profile, options=options).run_many(rids)
+    names = asm.names
+    docs, failed = [], False
+    for n, run in enumerate(runs):
+        view = build_view(run, names, path.name, clone_finally=args.clone_finally)
         if args.json:
-            out.append({"method": str(ref), "module": result.module, "parent": result.parent,
-                        "filters": list(result.filters), "catchswitches": result.catchswitches,
-                        "catchpads": result.catchpads, "cleanuppads": result.cleanuppads,
-                        "selector_cases": result.selector_cases, "helper_calls": result.helper_calls})
+            if stage == "ir":     # the reader's result, as `--stage ir --json` has always printed
+                docs.append(reader_json(view) if run.reader is not None else
+                            {"method": view.title, "error": run.error.as_dict() if run.error else None})
+            else:
+                docs.append(report(view, timings=args.timings, sections=None if stage == "all" else {stage}))
+        elif stage == "all":
+            print(("\n" if n else "") + render_text(view, timings=not args.no_timings), end="")
         else:
-            print(result.module)
+            body = render_section(view, stage)
+            if body is not None:
+                print(body)
+        if args.emit_dir:
+            emit(view, args.emit_dir, timings=args.timings)
+        if args.svg:
+            Path(args.svg).write_text(layout_svg(view), encoding="utf-8", newline="\n")
+        if run.error is not None:
+            failed = True
+            e = run.error
+            print(f"llilc-eh: error: [{e.stage}/{e.kind}] {e.describe()}", file=sys.stderr)
     if args.json:
-        print(json.dumps(out if len(out) != 1 else out[0], indent=1))
-    return 0
+        print(dumps(docs[0] if len(docs) == 1 else docs), end="")
+    return 1 if failed else 0
 
 
 def cmd_validate(args) -> int:
@@ -183,16 +235,16 @@ def cmd_validate(args) -> int:
     if not files:
         raise LlilcEhError(f"no assemblies in {' '.join(args.inputs)}")
     t0 = time.perf_counter()
-    reports = batch.run(files, jobs=args.jobs, progress=not args.quiet, translate=args.translate)
+    reports = batch.run(files, jobs=args.jobs, progress=not args.quiet, translate=args.translate, opt=args.opt)
     wall = time.perf_counter() - t0
     if args.json:
         Path(args.json).write_text(batch.json_report(reports))
     print(batch.summary(reports, wall))
     if args.list_failures:
         for r in reports:
-            for f in r.failures + r.reader_failures:
+            for f in r.failures + r.translate_failures:
                 print(f"{Path(r.path).name}: [{f['stage']}:{f['kind']}] {f['method']}, "
-                      + (f"IL_{f['offset']:04x}: " if f["offset"] is not None else "") + f["reason"])
+                      + (f"{batch.offset_text(f)}: " if f["offset"] is not None else "") + f["reason"])
     return 0
 
 
@@ -202,11 +254,26 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("il", help="IL listing with regions, raw clauses and the region tree")
     _add_method_args(p)
     p.set_defaults(func=cmd_il)
-    p = sub.add_parser("translate", help="translate a method: LLVM IR in LLVM's Windows EH model")
+    p = sub.add_parser("translate", help="one method through the whole pipeline, every stage side by side",
+                       description="One method through the whole pipeline: IL with its EH regions, the LLVM "
+                       "module, the funclet model, the final image (layout and disassembly), the clause table, "
+                       "the unwind info, the checks and the timings, cross-referenced. Without an assembly "
+                       f"and a method: {DEFAULT_METHOD} of the embedded sample.")
     _add_method_args(p)
-    p.add_argument("--stage", choices=["ir"], default="ir", help="how far to go (ir: the verified module)")
+    p.add_argument("--stage", choices=TRANSLATE_STAGES, default="all",
+                   help="print only this stage (ir: the verified module, as before); all: every section")
+    p.add_argument("--opt", type=int, choices=(0, 1, 2, 3), default=2, help="LLVM optimisation level (default 2)")
+    p.add_argument("--profile", choices=[p.value for p in Profile], default=DEFAULT_PROFILE.value,
+                   help=f"runtime ABI profile of the clause table (default {DEFAULT_PROFILE.value})")
     p.add_argument("--clone-finally", action="store_true",
                    help="give every leave its own normal-path copy of each finally (default: continuation selectors)")
+    p.add_argument("--emit-dir", metavar="DIR", help="write every artifact of the method into DIR: method.ll, "
+                   "method.obj, method.s, image.bin, rodata.bin, clauses.bin, pdata.bin, unwind.bin, unwind.json, "
+                   "report.json, layout.svg")
+    p.add_argument("--svg", metavar="FILE", help="write the picture of the final layout to FILE")
+    p.add_argument("--no-timings", action="store_true", help="leave the timings out of the text view "
+                   "(the rest is deterministic)")
+    p.add_argument("--timings", action="store_true", help="put the timings into the JSON (report.json) too")
     p.set_defaults(func=cmd_translate)
     p = sub.add_parser("r2r", help="RyuJIT's native clauses, funclets and unwind info beside the IL's")
     _add_method_args(p)
@@ -216,7 +283,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", "-j", type=int, default=1, help="worker processes")
     p.add_argument("--json", metavar="FILE", help="write the full report (deterministic) to FILE")
     p.add_argument("--list-failures", action="store_true", help="print every failure")
-    p.add_argument("--translate", action="store_true", help="also run the reader: IR, funclet lint, LLVM verify")
+    p.add_argument("--translate", action="store_true",
+                   help="also run the whole pipeline on every EH method: IR, lint, verify, LLVM code, final image, "
+                        "clauses, unwind, validator, LLVM differential")
+    p.add_argument("--opt", type=int, choices=(0, 1, 2, 3), default=2, help="LLVM optimisation level (--translate)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_validate)
     return ap
@@ -225,7 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ap = build_parser()
-    args = ap.parse_args(argv or ["il"])
+    args = ap.parse_args(argv or ["translate"])
     if not getattr(args, "func", None):
         ap.print_help()
         return 2

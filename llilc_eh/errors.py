@@ -36,11 +36,18 @@ class LlilcEhError(Exception):
         """How `offset` reads in a message; stages whose offsets are not IL offsets say so."""
         return f"IL_{self.offset:04x}"
 
-    def with_method(self, method: str) -> "LlilcEhError":
+    def with_method(self, method: str) -> LlilcEhError:
         """Attach the method name when a lower layer did not know it."""
         if not self.method:
             self.method = method
             self.args = (self.describe(),)
+        return self
+
+    def for_method(self, method: str) -> LlilcEhError:
+        """Name the method as the caller knows it (token and IL name), replacing what a lower
+        layer wrote (the backend and clause stages know only the LLVM symbol)."""
+        self.method = method
+        self.args = (self.describe(),)
         return self
 
     def as_dict(self) -> dict:

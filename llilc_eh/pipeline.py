@@ -153,9 +153,10 @@ class _Clock:
 
 
 class Pipeline:
-    """The pipeline over one assembly: one JIT-EE interface, one worker pool (borrowed)."""
+    """The pipeline over one assembly: one JIT-EE interface, one worker pool (borrowed; None
+    when only `front` is asked for)."""
 
-    def __init__(self, asm: Assembly, pool: CodegenPool, *, opt: int = 2,
+    def __init__(self, asm: Assembly, pool: CodegenPool | None, *, opt: int = 2,
                  profile: Profile | str = DEFAULT_PROFILE, options: Options | None = None,
                  differential: bool = True, verify_image: bool = True):
         self.asm, self.pool, self.opt = asm, pool, opt
@@ -191,7 +192,7 @@ class Pipeline:
             run.model = build_funclet_model(run.reader.module, run.reader.parent, run.il)
             clock.lap("model")
         except LlilcEhError as e:
-            run.error = e.with_method(run.name)
+            run.error = e.for_method(run.name)
         return run
 
     def back(self, run: MethodRun, result: CodegenResult | BackendError) -> MethodRun:
@@ -199,7 +200,7 @@ class Pipeline:
         if run.error is not None:
             return run
         if isinstance(result, LlilcEhError):
-            run.error = result.with_method(run.name)
+            run.error = result.for_method(run.name)
             return run
         run.codegen = result
         run.seconds["codegen"] = result.timings.worker
@@ -223,7 +224,7 @@ class Pipeline:
                 run.differential = llvm_differential(run.model, run.recovered, run.coff)
                 clock.lap("differential")
         except LlilcEhError as e:
-            run.error = e.with_method(run.name)
+            run.error = e.for_method(run.name)
         return run
 
     # -- whole runs ---------------------------------------------------------------------------

@@ -59,6 +59,13 @@ filter-as-catch         explained: LLVM has no CLR filter clauses ("NYI: filters
                         filter handler's catchpad carries marker 0, so LLVM reports a catch
                         with class token 0 over the filter-handler funclet. The try and
                         handler still must agree.
+stray-block             explained: LLVM laid a block of a funclet (its catchret tail, with
+                        calls) inside the parent's code range, so in LLVM's own layout that
+                        funclet's calls sit in another funclet's .pdata range: no clause
+                        table can be right for that layout (the runtime would take those
+                        calls for the parent's), LLVM's included. The final image moves the
+                        block home (`backend.image`'s stray tails) and our table is made
+                        from it; the comparison in LLVM's layout is not made.
 order                   explained when LLVM's order is legal too (inner before outer): its
                         walk closes clauses as it meets state changes, so unrelated tries
                         may come in another order; ours sorts them lower before higher.
@@ -77,11 +84,12 @@ from ..backend.codegen import object_symbol
 from ..backend.coff import CoffObject
 from ..backend.llvm_table import decode_llvm_clr_table
 from ..backend.recover import RecoveredCode
+from ..errors import ClauseError
 from ..funclets.model import FuncletModel
 from .generate import NON_THROWING_CALLEES, generate_clauses, placed_from_recovered
 from .validate import validate
 
-EXPLAINED = frozenset({"filter-as-catch", "order"})
+EXPLAINED = frozenset({"filter-as-catch", "order", "stray-block"})
 QUIRKS = ("try-plus-one", "try-bounds", "handler-end-padding", "primary-after-duplicate", "walk-order",
           "split-at-quiet-call", "duplicate-runs", "duplicate-no-calls", "split-try")
 
@@ -350,7 +358,13 @@ def llvm_differential(model: FuncletModel, recovered: RecoveredCode, coff: CoffO
     layout's return addresses and tail jumps."""
     table = decode_llvm_clr_table(coff, object_symbol(model.parent))
     placed = placed_from_recovered(model, recovered, coff)
-    ours = generate_clauses(model, placed)
+    try:
+        ours = generate_clauses(model, placed)
+    except ClauseError as e:
+        if e.kind != "callsite-region":
+            raise
+        return Differential({}, (Difference("stray-block", e.reason),), 0,
+                            len(table.clauses) if table is not None else 0)
     parent = recovered.function(object_symbol(model.parent))
     return compare_with_llvm(ours, table.clauses if table is not None else (),
                              [c.return_address for c in placed.calls], quiet_calls(recovered, parent.name))

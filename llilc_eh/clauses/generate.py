@@ -196,7 +196,7 @@ def generate_clauses(model: FuncletModel, placed: PlacedCode, profile: Profile |
     primaries = g.order(g.primaries())
     clauses = [g.clause(p) for p in primaries]
     if profile is not Profile.CORECLR_PSP:
-        clauses = _same_try(model, primaries, clauses)
+        clauses = _mark_same_try(g, primaries, clauses)
     if profile.duplicate_clauses:
         clauses += g.duplicates(primaries)
     ranges = sorted(set(placed.funclet_ranges.values()), key=lambda r: (r.start, r.end))
@@ -318,36 +318,52 @@ class _Generator:
 
     def order(self, primaries: list[_Primary]) -> list[_Primary]:
         """Inner before outer, then lower before higher: a topological sort of both relations
-        (lower-before-higher binds unrelated tries of one code region only), lowest try first."""
+        (lower-before-higher binds unrelated tries of one code region only), lowest try first.
+        The handlers of one try (mutual protection) are one unit of the sort, so they stay
+        consecutive in handler order even when a clause nested in one of their handlers must
+        precede that handler (SAMETRY links a clause to the one right before it)."""
         n = len(primaries)
         inside = {i: self._funclet_and_descendants(self.model.states[p.state].funclet)
                   for i, p in enumerate(primaries)}
-        before: dict[int, set[int]] = defaultdict(set)      # b -> the clauses that must precede it
+        key = lambda i: (primaries[i].try_start, -primaries[i].try_end,
+                         -len(self.state_chain[primaries[i].state]), primaries[i].state, i)
+        unit = list(range(n))               # primary -> the first primary of its try's unit
+        for a, pa in enumerate(primaries):
+            for b in range(a + 1, n):
+                if self._same_try(pa, primaries[b]):
+                    unit[b] = unit[a] = min(unit[a], unit[b])
+        members: dict[int, list[int]] = defaultdict(list)
+        for i in sorted(range(n), key=key):
+            members[unit[i]].append(i)
+        before: dict[int, set[int]] = defaultdict(set)      # unit b -> the units that must precede it
         for a, pa in enumerate(primaries):
             for b, pb in enumerate(primaries):
-                if a != b and (self._nested(pa, pb, inside[b])
-                               or (pa.region == pb.region and pa.try_end <= pb.try_start)):
-                    before[b].add(a)
+                if unit[a] != unit[b] and (self._nested(pa, pb, inside[b])
+                                           or (pa.region == pb.region and pa.try_end <= pb.try_start)):
+                    before[unit[b]].add(unit[a])
         after: dict[int, list[int]] = defaultdict(list)
         for b, preds in before.items():
             for a in preds:
                 after[a].append(b)
         waiting = {b: len(preds) for b, preds in before.items()}
-        key = lambda i: (primaries[i].try_start, -primaries[i].try_end,
-                         -len(self.state_chain[primaries[i].state]), primaries[i].state, i)
-        heap = [key(i) for i in range(n) if not waiting.get(i)]
+        heap = [key(members[u][0]) for u in members if not waiting.get(u)]
         heapq.heapify(heap)
         out = []
         while heap:
-            i = heapq.heappop(heap)[-1]
-            out.append(primaries[i])
-            for b in after[i]:
+            u = unit[heapq.heappop(heap)[-1]]
+            out += [primaries[i] for i in members[u]]
+            for b in after[u]:
                 waiting[b] -= 1
                 if waiting[b] == 0:
-                    heapq.heappush(heap, key(b))
+                    heapq.heappush(heap, key(members[b][0]))
         if len(out) != n:
             raise self.fail("the primary clauses' nesting has a cycle", kind="nesting-cycle")
         return out
+
+    def _same_try(self, a: _Primary, b: _Primary) -> bool:
+        """Are a and b handlers of one IL try (mutual protection), over the same calls?"""
+        return ((a.try_start, a.try_end, a.region) == (b.try_start, b.try_end, b.region)
+                and a.state != b.state and b.state in self.model.states[a.state].try_states)
 
     def _nested(self, a: _Primary, b: _Primary, b_funclets: set[int]) -> bool:
         """Must primary a come before primary b?"""
@@ -417,13 +433,12 @@ class _Generator:
         return out
 
 
-def _same_try(model: FuncletModel, primaries: list[_Primary], clauses: list[NativeClause]) -> list[NativeClause]:
+def _mark_same_try(g: _Generator, primaries: list[_Primary], clauses: list[NativeClause]) -> list[NativeClause]:
     """SAMETRY on each clause that repeats the previous one's try for another handler of one try."""
     out = list(clauses)
     for k in range(1, len(primaries)):
         a, b = primaries[k - 1], primaries[k]
-        if ((a.try_start, a.try_end, a.region) == (b.try_start, b.try_end, b.region)
-                and b.state in model.states[a.state].try_states and a.state != b.state):
+        if g._same_try(a, b):
             c = out[k]
             out[k] = NativeClause(c.flags | ClauseFlags.SAMETRY, c.try_start, c.try_end, c.handler_start,
                                   c.handler_end, c.class_token_or_filter)

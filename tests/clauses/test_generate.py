@@ -221,6 +221,33 @@ def test_a_runtime_lookup_of_every_return_address_visits_the_dispatch_chain(samp
 
 
 @pytest.mark.parametrize("opt", OPT_LEVELS)
+def test_the_handlers_of_one_try_stay_together(sample, opt):
+    """Mutual protection: the primaries of one IL try's handlers are consecutive, in handler
+    order, and (net10, nativeaot) each after the first carries SAMETRY -- even when a try
+    nested in one of those handlers must come before it (Tests.MutualProtect::Run)."""
+    groups = 0
+    for m in eh_methods(sample, opt):
+        placed = m.placed("clr")
+        funclet_at = {r.start: i for i, r in placed.funclet_ranges.items()}
+        for profile in ("coreclr-net10", "nativeaot"):
+            clauses = [c for c in generate_clauses(m.model, placed, profile).clauses if not c.is_duplicate]
+            states = [m.model.funclets[funclet_at[c.handler_start]].state for c in clauses]
+            by_try = {}
+            for k, (c, st) in enumerate(zip(clauses, states)):
+                shared = m.model.states[st].try_states
+                if len(shared) > 1:
+                    by_try.setdefault((c.try_start, c.try_end, tuple(sorted(shared))), []).append(k)
+            for (_, _, shared), ks in by_try.items():
+                groups += 1
+                where = f"{m.name} O{opt} {profile}: clauses {ks}"
+                assert ks == list(range(ks[0], ks[0] + len(ks))), where
+                assert [states[k] for k in ks] == [s for s in m.model.states[states[ks[0]]].try_states
+                                                   if s in {states[k] for k in ks}], where
+                assert [ClauseFlags.SAMETRY in clauses[k].flags for k in ks] == [False] + [True] * (len(ks) - 1), where
+    assert groups >= 4
+
+
+@pytest.mark.parametrize("opt", OPT_LEVELS)
 def test_encoding_round_trips(sample, opt):
     for m in eh_methods(sample, opt):
         native = generate_clauses(m.model, m.placed("clr"), "nativeaot")

@@ -18,6 +18,11 @@ def llilc(*args: str) -> subprocess.CompletedProcess:
 def test_default_runs_on_the_embedded_sample():
     proc = llilc()
     assert proc.returncode == 0, proc.stderr
+    # the translate view of the default method: a filter, finallys, nested handlers
+    assert "Tests.TryInFilterHandler.Program::Run" in proc.stdout
+    assert "validator" in proc.stdout and "ROOT" in proc.stdout and "FILTER" in proc.stdout
+    proc = llilc("il")
+    assert proc.returncode == 0, proc.stderr
     # every EH method of the sample is listed with its regions
     assert "Tests.CatchAndFilter.Program::CatchFilterCatch" in proc.stdout
     assert "filter { // #1" in proc.stdout and "} // end filter-handler" in proc.stdout
@@ -85,5 +90,6 @@ def test_translate_prints_the_verified_module_with_il_offsets():
     out = proc.stdout
     assert "catchswitch within none [label %catch0, label %filter-handler1, label %catch2]" in out
     assert '; IL_0000:  ldstr "try: throw"' in out and "$filter1" in out
-    js = json.loads(llilc("translate", "--method", "Tests.FinallyTwoTargets.Program::TwoTargets", "--json").stdout)
+    js = json.loads(llilc("translate", "--method", "Tests.FinallyTwoTargets.Program::TwoTargets", "--stage", "ir",
+                         "--json").stdout)
     assert list(js["selector_cases"].values()) == [2] and js["cleanuppads"] == 1
