@@ -1,83 +1,513 @@
 #!/usr/bin/env python3
 """Time each pipeline stage over the EH methods of real assemblies; print the figures.
 
-Usage: tools/bench.py [ASSEMBLY ...] [--limit N]
-Default: System.Private.CoreLib.dll and Python.Runtime.dll from the corpus. One process, one
-core: the figures are per-stage seconds and methods per second, Python and LLVM apart
-(parse + verify is LLVM's share of the reader stage so far). A benchmark, not a test.
+Usage: tools/bench.py [--assembly NAME ...] [--opt 0|2] [--jobs N] [--limit N]
+                      [--no-differential] [--profile N]
+
+NAME is a corpus file name or a path (repeatable; positional paths work too). Default:
+System.Private.CoreLib.dll and Python.Runtime.dll from the corpus (1,008 EH methods).
+Every EH method goes through the whole pipeline (`llilc_eh.pipeline`): IL, reader, lint +
+verify, funclet model, LLVM codegen, recovery, final image + verify, clause generation,
+validator, LLVM differential. A benchmark, not a test: a method's failure is counted and
+the run goes on.
+
+How it runs, as `Pipeline.run_many` does: the front half of every method in this process,
+then `CodegenPool.compile_many` on `--jobs` LLVM workers, then the back half here. The
+workers are started (and warmed at the same O level) before the clock starts; loading the
+assemblies and finding their EH methods (every IL body is parsed) is timed apart.
+
+What is counted where:
+
+* stage seconds are `MethodRun.seconds` (`il` includes reading the method body); `codegen` is the worker's own time
+  (`CodegenTimings.worker`: parse + verify, the O<n> pipeline, object emission, the second
+  emission that prints the assembly text). The isolation overhead, `codegen-wait` minus
+  `codegen` (pickling, pipes, scheduling), is shown apart and is not in the stage total.
+* LLVM = the worker's time + LLVM's work inside this process. `lint` parses the module
+  with llvmlite, prints it (`str(module)`: LLVM's printer, which the lint reads), runs the
+  Python rules and LLVM's verifier; `model` parses and prints the same text again. Those
+  LLVM calls are timed in a side measurement after the run (`reader.lint.parse`,
+  `str(module)`, `reader.lint.verify_module` on each method's module): lint's LLVM share is
+  parse + print + verify, model's is parse + print. Python = everything else, which
+  includes the native libraries Python drives (capstone in recovery and image, construct,
+  dnfile); `--profile` shows how much.
+* single-core methods/s = methods / sum of stage times (one core doing all of it, without
+  the isolation overhead); wall methods/s = methods / wall time of the three phases. The
+  front and back halves run in one Python process, so with several workers only the LLVM
+  phase is parallel and the wall time stays bounded below by the Python time.
+* all of the above is wall time, which on a shared machine includes waiting for a core.
+  The CPU section times the same run on CPU clocks: this process per phase
+  (`time.process_time`, also per method) and the workers (user + system from /proc), with
+  the load average at the start and the end. Its methods/s and Python/LLVM split are far
+  less sensitive to other load than the wall figures, though not immune (shared caches,
+  the hypervisor's scheduling): compare runs made under a similar load average.
+
+`--profile N` instead runs cProfile over N EH methods of the first assembly and prints the
+top functions by cumulative and by own time, front and back half apart, and own time by
+library. The last line of a normal run is a JSON summary (one line, sorted keys); the exit
+status is 0 when every method came through clean, 2 otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import json
+import os
+import pstats
+import statistics
 import sys
 import time
-from collections import defaultdict
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import llvmlite.binding as llvm  # noqa: E402
+from llilc_eh.assembly.corpus import Corpus
+from llilc_eh.assembly.loader import Assembly
+from llilc_eh.backend.codegen import CodegenPool
+from llilc_eh.errors import LlilcEhError
+from llilc_eh.pipeline import STAGES, MethodRun, Pipeline, eh_methods, summarize
+from llilc_eh.reader.lint import parse, verify_module
 
-from llilc_eh.assembly.corpus import Corpus  # noqa: E402
-from llilc_eh.assembly.loader import Assembly  # noqa: E402
-from llilc_eh.il.method import analyze  # noqa: E402
-from llilc_eh.reader.jitee import JitEE  # noqa: E402
-from llilc_eh.reader.lint import lint  # noqa: E402
-from llilc_eh.reader.translate import translate  # noqa: E402
+DEFAULT_ASSEMBLIES = ("System.Private.CoreLib.dll", "Python.Runtime.dll")
+FRONT = ("il", "reader", "lint", "model")
+BACK = ("recover", "image", "clauses", "validate", "differential")
+# the worker's own split of `codegen` (CodegenTimings fields)
+WORKER_PARTS = (("parse", "parse + verify (+ copies)"), ("opt", "O<n> pass pipeline"),
+                ("codegen", "object emission"), ("asm", "assembly text emission"))
+WARMUP_IR = "define i32 @warmup(i32 %x) {\n  %y = add i32 %x, 1\n  ret i32 %y\n}\n"
+
+
+@dataclass
+class Target:
+    """One assembly under test: its pipeline and the EH methods it runs."""
+
+    name: str
+    pipeline: Pipeline
+    rids: list[int]
+    bodies: int          # IL bodies parsed to find the EH methods
+
+
+@dataclass
+class Batch:
+    runs: list[MethodRun]
+    owners: list[str]           # the assembly of each run
+    wall: dict[str, float]      # front, llvm, back
+    cpu: dict[str, float]       # front, llvm-main, back (this process), workers
+    cpu_per_method: dict[str, list[float]]   # front, back: this process's CPU seconds per call
+    starts: int                 # worker processes started during the timed run
+    restarts: int
+
+
+# -- running -----------------------------------------------------------------------------------
+
+def resolve(names: list[str], corpus: Corpus) -> list[Path]:
+    out = []
+    for n in names or DEFAULT_ASSEMBLIES:
+        p = Path(n)
+        out.append(p if p.is_file() else corpus.find(n).location)
+    return out
+
+
+def load(paths: list[Path], pool: CodegenPool, args) -> list[Target]:
+    targets = []
+    for path in paths:
+        asm = Assembly(path)
+        rids = eh_methods(asm)
+        if args.limit is not None:
+            rids = rids[:args.limit]
+        pipeline = Pipeline(asm, pool, opt=args.opt, differential=args.differential)
+        _ = pipeline.ee     # the JIT-EE interface is built once per assembly: setup, not a method's cost
+        targets.append(Target(path.name, pipeline, rids, sum(1 for _ in asm.methods_with_il())))
+    return targets
+
+
+def warm_up(pool: CodegenPool, opt: int) -> None:
+    """Start every worker and create its target machine at `opt`, off the clock."""
+    parse(WARMUP_IR)    # llvmlite in this process, too
+    for result in pool.compile_many([WARMUP_IR] * (2 * pool.size), opt):
+        if isinstance(result, LlilcEhError):
+            raise result
+
+
+def worker_cpu(pids: list[int]) -> dict[int, float]:
+    """CPU seconds (user + system) each live worker process has used so far (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[pid] = (int(fields[11]) + int(fields[12])) / tick    # utime, stime
+    return out
+
+
+def run_batch(targets: list[Target], pool: CodegenPool, opt: int) -> Batch:
+    """The three phases of `Pipeline.run_many`, over all assemblies, each on the wall clock
+    and on the CPU clocks (this process; the workers through /proc)."""
+    starts, restarts = pool.starts, pool.restarts
+    wall, cpu = {}, {}
+    per_method: dict[str, list[float]] = {"front": [], "back": []}
+    cpu_clock = time.process_time
+    c0, t0 = cpu_clock(), time.perf_counter()
+    fronts = []
+    for t in targets:
+        for rid in t.rids:
+            c = cpu_clock()
+            fronts.append((t, t.pipeline.front(rid)))
+            per_method["front"].append(cpu_clock() - c)
+    c1, t1 = cpu_clock(), time.perf_counter()
+    todo = [(t, r) for t, r in fronts if r.error is None]
+    before = worker_cpu(pool.worker_pids)
+    results = pool.compile_many([r.reader.module for _, r in todo], opt, methods=[r.name for _, r in todo])
+    after = worker_cpu(pool.worker_pids)
+    c2, t2 = cpu_clock(), time.perf_counter()
+    for (t, r), result in zip(todo, results):
+        c = cpu_clock()
+        t.pipeline.back(r, result)
+        per_method["back"].append(cpu_clock() - c)
+    c3, t3 = cpu_clock(), time.perf_counter()
+    wall["front"], wall["llvm"], wall["back"] = t1 - t0, t2 - t1, t3 - t2
+    cpu["front"], cpu["llvm-main"], cpu["back"] = c1 - c0, c2 - c1, c3 - c2
+    # a worker replaced during the phase takes its CPU time with it: then this is a lower bound
+    cpu["workers"] = sum(after[pid] - before.get(pid, 0.0) for pid in after)
+    return Batch([r for _, r in fronts], [t.name for t, _ in fronts], wall, cpu, per_method,
+                 pool.starts - starts, pool.restarts - restarts)
+
+
+def in_process_llvm(runs: list[MethodRun]) -> dict[str, list[float]]:
+    """Side measurement: the LLVM calls `lint` and `model` make, per method that got a module;
+    wall seconds per call, and CPU seconds (`cpu-*`, one total each)."""
+    out: dict[str, list[float]] = {k: [] for k in ("parse", "print", "verify",
+                                                   "cpu-parse", "cpu-print", "cpu-verify")}
+    wall, cpu = time.perf_counter, time.process_time
+    for r in runs:
+        if r.reader is None or "lint" not in r.seconds:
+            continue
+        try:
+            c0, t0 = cpu(), wall()
+            module = parse(r.reader.module)
+            c1, t1 = cpu(), wall()
+            str(module)
+            c2, t2 = cpu(), wall()
+            verify_module(module)
+            c3, t3 = cpu(), wall()
+        except LlilcEhError:
+            continue
+        for k, w, c in (("parse", t1 - t0, c1 - c0), ("print", t2 - t1, c2 - c1), ("verify", t3 - t2, c3 - c2)):
+            out[k].append(w)
+            out[f"cpu-{k}"].append(c)
+    return out
+
+
+# -- reporting ---------------------------------------------------------------------------------
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:8.2f}"
+
+
+def stage_table(runs: list[MethodRun]) -> tuple[dict[str, float], dict[str, float], float]:
+    totals = {s: sum(r.seconds.get(s, 0.0) for r in runs) for s in STAGES}
+    medians = {}
+    total = sum(totals.values())
+    print(f"  {'stage':<14} {'total s':>8} {'median ms':>10} {'mean ms':>9} {'share':>7} {'methods/s':>10}")
+    for s in STAGES:
+        values = [r.seconds[s] for r in runs if s in r.seconds]
+        if not values:
+            medians[s] = 0.0
+            print(f"  {s:<14} {'(not run)':>8}")
+            continue
+        medians[s] = statistics.median(values)
+        mean = totals[s] / len(values)
+        rate = f"{1 / mean:10.0f}" if mean else f"{'-':>10}"
+        print(f"  {s:<14} {totals[s]:8.2f} {ms(medians[s]):>10} {ms(mean):>9} "
+              f"{100 * totals[s] / total if total else 0:6.1f}% {rate}")
+    per_method = [sum(r.seconds.get(s, 0.0) for s in STAGES) for r in runs]
+    print(f"  {'all stages':<14} {total:8.2f} {ms(statistics.median(per_method)):>10} "
+          f"{ms(total / len(runs)):>9} {100.0:6.1f}% {len(runs) / total:10.1f}")
+    return totals, medians, total
+
+
+def overhead_lines(runs: list[MethodRun]) -> dict[str, float]:
+    done = [r for r in runs if "codegen" in r.seconds]
+    if not done:
+        print("  (no method reached codegen)")
+        return {"wait": 0.0, "overhead": 0.0, "overhead_median": 0.0}
+    wait = [r.seconds["codegen-wait"] for r in done]
+    over = [r.seconds["codegen-wait"] - r.seconds["codegen"] for r in done]
+    print(f"  {'codegen-wait':<14} {sum(wait):8.2f} {ms(statistics.median(wait)):>10} "
+          f"{ms(sum(wait) / len(wait)):>9}          (round trip to the worker, as the caller waited)")
+    print(f"  {'isolation':<14} {sum(over):8.2f} {ms(statistics.median(over)):>10} "
+          f"{ms(sum(over) / len(over)):>9}          (codegen-wait - codegen: pickling, pipes, wake-up)")
+    return {"wait": sum(wait), "overhead": sum(over), "overhead_median": statistics.median(over)}
+
+
+def split_table(runs: list[MethodRun], totals: dict[str, float], total: float,
+                side: dict[str, list[float]]) -> dict[str, float]:
+    done = [r for r in runs if r.codegen is not None]
+    worker = {k: sum(getattr(r.codegen.timings, k) for r in done) for k, _ in WORKER_PARTS}
+    worker_total = totals["codegen"]
+    p, pr, v = (sum(side[k]) for k in ("parse", "print", "verify"))
+    lint_llvm = min(p + pr + v, totals["lint"])
+    model_llvm = min(p + pr, totals["model"])
+    llvm_total = worker_total + lint_llvm + model_llvm
+    python = total - llvm_total
+    front_python = sum(totals[s] for s in FRONT) - lint_llvm - model_llvm
+    back_python = sum(totals[s] for s in BACK)
+
+    def line(label: str, seconds: float, indent: int = 2) -> None:
+        pad = " " * indent
+        print(f"{pad}{label:<{50 - indent}} {seconds:8.2f} s {100 * seconds / total if total else 0:6.1f}%")
+
+    line("LLVM", llvm_total)
+    line("worker (stage codegen)", worker_total, 4)
+    for k, label in WORKER_PARTS:
+        line(label, worker[k], 6)
+    line("in this process (side measurement)", lint_llvm + model_llvm, 4)
+    line("lint: parse + print + verify", lint_llvm, 6)
+    line("model: parse + print again", model_llvm, 6)
+    line("Python (incl. capstone, construct, dnfile)", python)
+    line("front half (il, reader, lint, model)", front_python, 4)
+    line("back half (recover ... differential)", back_python, 4)
+    if side["parse"]:
+        med = {k: statistics.median(side[k]) * 1e3 for k in ("parse", "print", "verify")}
+        print(f"  side measurement over {len(side['parse'])} modules: parse {p:.2f} s, print {pr:.2f} s, "
+              f"verify {v:.2f} s (median {med['parse']:.2f} / {med['print']:.2f} / {med['verify']:.2f} ms);")
+        print(f"  lint's Python rules = lint stage - those = {totals['lint'] - lint_llvm:.2f} s")
+    return {"llvm": llvm_total, "llvm_worker": worker_total, "llvm_in_process": lint_llvm + model_llvm,
+            "python": python, "python_front": front_python, "python_back": back_python,
+            **{f"worker_{k}": worker[k] for k, _ in WORKER_PARTS}}
+
+
+def cpu_lines(n: int, batch: Batch, side: dict[str, list[float]], split: dict[str, float],
+              load: list[float]) -> dict[str, float]:
+    """The same run on the CPU clocks: robust to other processes competing for the cores."""
+    c = batch.cpu
+    main = c["front"] + c["llvm-main"] + c["back"]
+    total = main + c["workers"]
+    llvm_here = 2 * sum(side["cpu-parse"]) + 2 * sum(side["cpu-print"]) + sum(side["cpu-verify"])
+    llvm = c["workers"] + llvm_here
+    python = main - llvm_here
+    print("CPU time (the figures above are wall time; with other load on the machine they include")
+    print(f"waiting for a core; load average {load[0]:.1f} at the start, {load[1]:.1f} at the end, "
+          f"{os.cpu_count()} CPUs)")
+
+    def row(label: str, seconds: float, note: str = "") -> None:
+        print(f"  {label:<48} {seconds:8.2f} s {100 * seconds / total if total else 0:6.1f}%{note}")
+
+    med = {h: statistics.median(v) * 1e3 if v else 0.0 for h, v in batch.cpu_per_method.items()}
+    row("this process, front half", c["front"], f"   (wall {batch.wall['front']:.2f} s; median {med['front']:.2f} ms/method)")
+    row("this process, during the LLVM phase", c["llvm-main"], "   (isolation: pickling, pipes)")
+    row("this process, back half", c["back"], f"   (wall {batch.wall['back']:.2f} s; median {med['back']:.2f} ms/method)")
+    row("LLVM workers (/proc user + system)", c["workers"], f"   (worker-reported {split['llvm_worker']:.2f} s wall)")
+    row("LLVM = workers + lint/model parse, print, verify", llvm)
+    row("Python = this process - its LLVM calls", python)
+    print(f"  {'single core by CPU time':<48} {total:8.2f} s {n / total:8.1f} methods/s")
+    if python > 0:
+        print(f"  {'Python-bound ceiling by CPU time':<48} {python:8.2f} s {n / python:8.1f} methods/s")
+    return {"cpu_s": total, "cpu_front_s": c["front"], "cpu_llvm_main_s": c["llvm-main"], "cpu_back_s": c["back"],
+            "cpu_workers_s": c["workers"], "cpu_llvm_s": llvm, "cpu_python_s": python,
+            "cpu_llvm_share": llvm / total if total else 0.0, "cpu_methods_per_s": n / total if total else 0.0,
+            "cpu_front_median_ms": med["front"], "cpu_back_median_ms": med["back"]}
+
+
+def failure_lines(runs: list[MethodRun], owners: list[str]) -> dict:
+    summary = summarize(runs)
+    failures = summary["failures"]
+    print(f"  ok {summary['ok']} of {summary['methods']}; failures by stage/kind: "
+          f"{', '.join(f'{k} {n}' for k, n in failures.items()) or 'none'}")
+    print(f"  validator findings {summary['validator_findings']}, image findings {summary['image_findings']}; "
+          f"LLVM differential: {', '.join(f'{k} {n}' for k, n in summary['differential'].items()) or 'not run'}")
+    bad = [(asm, r) for asm, r in zip(owners, runs) if not r.ok]   # assembly order, then table order
+    for asm, r in bad[:10]:
+        why = (f"{r.error.stage}/{r.error.kind}: {r.error.reason.splitlines()[0][:100]}" if r.error is not None
+               else f"{len(r.findings)} validator / {len(r.image_findings)} image finding(s)"
+               + (f", differential {r.differential.classification}" if r.differential is not None else ""))
+        print(f"    {asm} {r.name}: {why}")
+    if len(bad) > 10:
+        print(f"    ... and {len(bad) - 10} more")
+    return summary
+
+
+def bench(args) -> int:
+    corpus = Corpus()
+    paths = resolve(args.assembly + args.assemblies, corpus)
+    with CodegenPool(args.jobs) as pool:
+        t0 = time.perf_counter()
+        targets = load(paths, pool, args)
+        setup = time.perf_counter() - t0
+        warm_up(pool, args.opt)
+        loadavg = [os.getloadavg()[0]]
+        batch = run_batch(targets, pool, args.opt)
+        loadavg.append(os.getloadavg()[0])
+    side = in_process_llvm(batch.runs)
+    runs = batch.runs
+    n = len(runs)
+    if not n:
+        print("no EH methods")
+        return 1
+
+    print(f"llilc-eh pipeline benchmark: O{args.opt}, {args.jobs} LLVM worker(s), LLVM differential "
+          f"{'on' if args.differential else 'off'}, limit {args.limit if args.limit is not None else 'none'}")
+    for t in targets:
+        print(f"  {t.name}: {len(t.rids)} EH methods ({t.bodies} IL bodies parsed to find them)")
+    print(f"  setup (load, find EH methods, JIT-EE): {setup:.2f} s, not in the figures below")
+    print()
+    print(f"per stage ({n} methods; median/mean over the methods that ran the stage)")
+    totals, medians, total = stage_table(runs)
+    over = overhead_lines(runs)
+    print()
+    print("Python vs LLVM (stage wall time, summed over methods)")
+    split = split_table(runs, totals, total, side)
+    print()
+    wall_total = sum(batch.wall.values())
+    single = n / total
+    print("end to end")
+
+    def row(label: str, seconds: float, rate: bool = True) -> None:
+        print(f"  {label:<48} {seconds:8.2f} s" + (f" {n / seconds:8.1f} methods/s" if rate and seconds else ""))
+
+    row("single core (sum of stage times)", total)
+    row("single core + isolation overhead", total + over["overhead"])
+    row(f"wall clock, {args.jobs} LLVM worker(s)", wall_total)
+    row("  front half (this process)", batch.wall["front"], rate=False)
+    row(f"  LLVM (compile_many on {args.jobs} worker(s))", batch.wall["llvm"], rate=False)
+    row("  back half (this process)", batch.wall["back"], rate=False)
+    row("Python-bound ceiling (methods / Python time)", split["python"])
+    print("  note: the front and back halves run in this one Python process; only the LLVM phase uses")
+    print("  the workers, so with 2+ workers the wall time stays bounded below by the Python time.")
+    print()
+    cpu = cpu_lines(n, batch, side, split, loadavg)
+    if batch.starts or batch.restarts:
+        print(f"  worker processes started during the run: {batch.starts} ({batch.restarts} after a failure)")
+    print()
+    print("failures")
+    summary = failure_lines(runs, batch.owners)
+    print()
+    record = {
+        "bench": "llilc-eh pipeline", "opt": args.opt, "jobs": args.jobs, "differential": args.differential,
+        "assemblies": {t.name: len(t.rids) for t in targets}, "methods": n, "ok": summary["ok"],
+        "failures": summary["failures"], "validator_findings": summary["validator_findings"],
+        "image_findings": summary["image_findings"], "differential_classes": summary["differential"],
+        "stage_s": {s: round(totals[s], 3) for s in STAGES},
+        "stage_median_ms": {s: round(medians[s] * 1e3, 3) for s in STAGES},
+        "total_s": round(total, 3), "isolation_overhead_s": round(over["overhead"], 3),
+        "isolation_overhead_median_ms": round(over["overhead_median"] * 1e3, 3),
+        **{k: round(v, 3) for k, v in split.items()},
+        "llvm_share": round(split["llvm"] / total, 4), "python_share": round(split["python"] / total, 4),
+        "single_core_methods_per_s": round(single, 2),
+        "wall_s": {k: round(v, 3) for k, v in batch.wall.items()}, "wall_total_s": round(wall_total, 3),
+        "wall_methods_per_s": round(n / wall_total, 2), "setup_s": round(setup, 3),
+        **{k: round(v, 4 if k.endswith("share") else 3) for k, v in cpu.items()},
+        "load_average": [round(x, 2) for x in loadavg],
+    }
+    print(json.dumps(record, sort_keys=True))
+    return 0 if summary["ok"] == n else 2
+
+
+# -- profiling ---------------------------------------------------------------------------------
+
+def _where(filename: str) -> str:
+    """A short, stable name for a profiled function's file."""
+    if filename == "~":
+        return "~"
+    p = Path(filename)
+    parts = p.parts
+    for anchor in ("llilc_eh", "site-packages"):
+        if anchor in parts:
+            i = parts.index(anchor)
+            return "/".join(parts[i + (anchor == "site-packages"):])
+    return p.name
+
+
+def _library(filename: str) -> str:
+    w = _where(filename)
+    if w == "~":
+        return "C builtins (re, str, list, ... called from Python)"
+    if w.startswith("llilc_eh/"):
+        return "llilc_eh." + w.split("/")[1].removesuffix(".py")
+    if "/" in w:
+        return w.split("/")[0] + " (incl. its native calls)"
+    return "stdlib / other"
+
+
+def profile_report(name: str, prof: cProfile.Profile, top: int) -> None:
+    stats = pstats.Stats(prof)
+    entries = stats.stats   # (file, line, function) -> (cc, nc, tt, ct, callers)
+    total = sum(tt for _, _, tt, _, _ in entries.values())
+
+    def label(key) -> str:
+        filename, line, func = key
+        return func if filename == "~" else f"{_where(filename)}:{line}({func})"
+
+    print(f"{name}: {total:.2f} s profiled")
+    for title, index in (("cumulative", 3), ("own time", 2)):
+        print(f"  top {top} by {title}")
+        print(f"    {'calls':>9} {'own s':>7} {'cum s':>7}  function")
+        rows = sorted(entries.items(), key=lambda kv: (-kv[1][index], label(kv[0])))[:top]
+        for key, (_, nc, tt, ct, _) in rows:
+            print(f"    {nc:9d} {tt:7.2f} {ct:7.2f}  {label(key)}")
+    by_library: Counter = Counter()
+    for (filename, _, _), (_, _, tt, _, callers) in entries.items():
+        if filename == "~" and callers:     # a C builtin: charged to whoever called it
+            for (caller_file, _, _), caller_stats in callers.items():
+                by_library[_library(caller_file)] += caller_stats[2]
+        else:
+            by_library[_library(filename)] += tt
+    print("  own time by library (a C builtin's time charged to its caller's library)")
+    for lib, tt in sorted(by_library.items(), key=lambda kv: (-kv[1], kv[0])):
+        if tt < 0.005:
+            continue
+        print(f"    {tt:7.2f} s {100 * tt / total if total else 0:5.1f}%  {lib}")
+    print()
+
+
+def profile(args) -> int:
+    corpus = Corpus()
+    path = resolve(args.assembly + args.assemblies, corpus)[0]
+    with CodegenPool(args.jobs) as pool:
+        args.limit = args.profile
+        target = load([path], pool, args)[0]
+        warm_up(pool, args.opt)
+        front, back = cProfile.Profile(), cProfile.Profile()
+        front.enable()
+        runs = []
+        for rid in target.rids:
+            runs.append(target.pipeline.front(rid))
+        front.disable()
+        todo = [r for r in runs if r.error is None]
+        results = pool.compile_many([r.reader.module for r in todo], args.opt)
+        back.enable()
+        for r, result in zip(todo, results):
+            target.pipeline.back(r, result)
+        back.disable()
+    print(f"cProfile over {len(runs)} EH methods of {target.name}, O{args.opt} "
+          f"({summarize(runs)['ok']} ok; LLVM codegen runs in the workers, not profiled)")
+    print()
+    profile_report("front half (il, reader, lint, model)", front, args.top)
+    profile_report("back half (recover, image, clauses, validate, differential)", back, args.top)
+    return 0
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("assemblies", nargs="*")
-    ap.add_argument("--limit", type=int, help="at most N EH methods per assembly")
+    ap.add_argument("assemblies", nargs="*", help="assembly paths or corpus names (as --assembly)")
+    ap.add_argument("--assembly", action="append", default=[], metavar="NAME",
+                    help="a corpus file name or a path; repeatable (default: CoreLib and Python.Runtime)")
+    ap.add_argument("--opt", type=int, choices=(0, 2), default=2, help="LLVM optimisation level (default 2)")
+    ap.add_argument("--jobs", type=int, default=1, help="LLVM worker processes (default 1: the single-core figure)")
+    ap.add_argument("--limit", type=int, help="at most N EH methods per assembly (table order)")
+    ap.add_argument("--no-differential", dest="differential", action="store_false",
+                    help="skip the LLVM differential stage")
+    ap.add_argument("--profile", type=int, metavar="N",
+                    help="cProfile N EH methods of the first assembly instead (front and back half)")
+    ap.add_argument("--top", type=int, default=15, help="functions per profile table (default 15)")
     args = ap.parse_args()
-    corpus = Corpus()
-    paths = args.assemblies or [str(corpus.find(n).location) for n in ("System.Private.CoreLib.dll",
-                                                                        "Python.Runtime.dll")]
-    stages = ["body", "il", "reader", "lint (LLVM print + Python)", "llvm parse+verify"]
-    seconds: dict[str, float] = defaultdict(float)
-    methods = failures = bodies = 0
-    for path in paths:
-        asm = Assembly(path)
-        ee = JitEE(asm)
-        count = 0
-        for rid in asm.methods_with_il():
-            t0 = time.perf_counter()
-            body = asm.body(rid)
-            t1 = time.perf_counter()
-            seconds["body"] += t1 - t0
-            bodies += 1
-            if not body.has_eh:
-                continue
-            if args.limit and count >= args.limit:
-                break
-            count += 1
-            m = analyze(body)
-            t2 = time.perf_counter()
-            seconds["il"] += t2 - t1
-            try:
-                text = translate(asm, m, ee).module
-                t3 = time.perf_counter()
-                seconds["reader"] += t3 - t2
-                mod = llvm.parse_assembly(text)
-                mod.verify()
-                t4 = time.perf_counter()
-                seconds["llvm parse+verify"] += t4 - t3
-                lint(text)
-                seconds["lint (LLVM print + Python)"] += time.perf_counter() - t4
-            except Exception:  # noqa: BLE001 - counted, the benchmark goes on
-                failures += 1
-            methods += 1
-    total = sum(seconds.values())
-    print(f"{methods} EH methods from {len(paths)} assemblies ({failures} failed)")
-    print(f"  (body: all {bodies} IL bodies are parsed to find the EH ones; the rates are per EH method)")
-    for s in stages:
-        print(f"  {s:<28} {seconds[s]:8.2f} s  {methods / seconds[s] if seconds[s] else 0:10.0f} methods/s")
-    print(f"  {'end to end':<28} {total:8.2f} s  {methods / total:10.0f} methods/s")
-    llvm_share = seconds["llvm parse+verify"] / total if total else 0
-    print(f"  share in LLVM (parse+verify): {100 * llvm_share:.0f}%; in Python: {100 * (1 - llvm_share):.0f}%")
-    return 0
+    if args.jobs < 1:
+        ap.error("--jobs must be at least 1")
+    return profile(args) if args.profile else bench(args)
 
 
 if __name__ == "__main__":
