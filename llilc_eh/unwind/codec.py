@@ -377,6 +377,35 @@ def decode_unwind_info(data: bytes | bytearray | memoryview, offset: int = 0, *,
     if len(chunk) < structs.UNWIND_INFO_HEADER_SIZE:
         raise _bad(f"UNWIND_INFO header needs 4 bytes, {len(chunk)} left", "truncated-unwind-info", offset)
     header = structs.UnwindInfoHeader.parse(chunk)
+    key = (chunk[:_record_size(header, handler_data_size)], handler_data_size)
+    known = _DECODED.get(key)
+    if known is not None:
+        return known
+    info = _decode(chunk, offset, header, handler_data_size)
+    if len(_DECODED) >= _DECODED_LIMIT:
+        _DECODED.clear()
+    _DECODED[key] = info
+    return info
+
+
+# Decoded records by their exact bytes. The pipeline reads each UNWIND_INFO of a method
+# several times (recovery, LLVM's table, the image and its check) and construct's parse is
+# the costly part; an UnwindInfo is immutable, so one decoding serves every reader.
+_DECODED: dict[tuple[bytes, int], UnwindInfo] = {}
+_DECODED_LIMIT = 1 << 14
+
+
+def _record_size(header, handler_data_size: int) -> int:
+    slots = header.count_of_codes
+    size = structs.UNWIND_INFO_HEADER_SIZE + structs.UNWIND_CODE_SLOT_SIZE * (slots + slots % 2)
+    if header.flags & (UnwindFlags.EHANDLER | UnwindFlags.UHANDLER):
+        size += 4 + handler_data_size
+    if header.flags & UnwindFlags.CHAININFO:
+        size += structs.RUNTIME_FUNCTION_SIZE
+    return size
+
+
+def _decode(chunk: bytes, offset: int, header, handler_data_size: int) -> UnwindInfo:
     if header.version not in (1, 2):
         raise _bad(f"UNWIND_INFO version {header.version} (only 1 and 2 exist)", "bad-unwind-version", offset)
     _check_flags(header.flags, offset)
