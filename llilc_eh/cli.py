@@ -192,7 +192,7 @@ def cmd_translate(args) -> int:
         raise LlilcEhError(f"--emit-dir and --svg write the files of one method, {path.name} has {len(refs)} "
                            "with EH: name one with --method or --token")
     stage = args.stage
-    options = Options(clone_finally=args.clone_finally)
+    options = Options(clone_finally=args.clone_finally, pad_markers=args.pad_markers)
     rids = [ref.rid for ref in refs]
     if stage in _FRONT_STAGES and not (args.emit_dir or args.svg):
         pipeline = Pipeline(asm, None, opt=args.opt, profile=args.profile, options=options)
@@ -267,6 +267,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"runtime ABI profile of the clause table (default {DEFAULT_PROFILE.value})")
     p.add_argument("--clone-finally", action="store_true",
                    help="give every leave its own normal-path copy of each finally (default: continuation selectors)")
+    p.add_argument("--pad-markers", action="store_true",
+                   help="a zero-byte identity marker in every pad: exact funclet identity, but LLVM then keeps "
+                        "empty cleanups (default: identity from the other evidence)")
     p.add_argument("--emit-dir", metavar="DIR", help="write every artifact of the method into DIR: method.ll, "
                    "method.obj, method.s, image.bin, rodata.bin, clauses.bin, pdata.bin, unwind.bin, unwind.json, "
                    "report.json, layout.svg")

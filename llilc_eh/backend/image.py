@@ -16,8 +16,26 @@ Matching model funclets to LLVM's funclets
 ------------------------------------------
 A funclet symbol's number is a MachineBasicBlock number: at O0 it follows the module's
 block order, at O2 blocks are renumbered and pads moved or deleted, so the name is no key;
-nor is LLVM's funclet order (the module's at O0, not at O2). The evidence, per object
-funclet, all of it read from the object and held against the model:
+nor is LLVM's funclet order (the module's at O0, not at O2).
+
+With the reader's `Options.pad_markers` (off by default: the markers keep LLVM from
+deleting empty cleanups) the pad marker decides: the reader puts a zero-byte
+`# llilc.pad N` right after every catchpad and cleanuppad (`Funclet.pad_marker`), and `recover` finds it in the code of the
+object funclet that holds that pad (`CodeFunction.pads`), so an object funclet carrying
+marker N *is* the model funclet with marker N -- even one without a single call (an empty
+`catch {}`, a finally that only stores locals), which nothing else tells apart from its
+siblings. The rest of the evidence must agree: a pad marker the other evidence rules out,
+one no model funclet has, or one in two object funclets is a `BackendError`
+(`funclet-match`) naming the object funclet and the model funclet. Several pad markers in
+one object funclet: at O2 SimplifyCFG merges a cleanup that ends in a cleanupret to a next
+cleanup into it when it is that cleanup's only way in (the first pad stays, the next one's
+code is appended), so the markers must name such a chain of cleanups (else an error); the
+funclet is the one of them the rest of the evidence picks (its calls), else the chain's
+head, and the others have no code of their own (`absent`; `FinalImage.merged` says where
+their code went). Objects without pad markers (the default) are matched by the evidence
+alone; an object funclet without one among funclets with them is
+too. The evidence, per object funclet, all of it read from the object and held against the
+model:
 
 * its kind, and from LLVM's CLR table (`llvm_table`) the clause flags and class token of
   its clauses: catch with token t = our CATCH of class t, token 0 = a FILTER_HANDLER (the
@@ -34,14 +52,18 @@ funclet, all of it read from the object and held against the model:
   callee -- sit in the mapped funclet and have exactly that dispatch chain
   (`FuncletModel.protecting`), restricted to the funclets that have code.
 
-Domains are narrowed by propagation, then searched. Every handler LLVM keeps covers some
-invoke, so with identities the assignment is unique (all sample methods at O0/O2 and all
-319 Python.Runtime EH methods). If several assignments still fit, the one that keeps LLVM's
-funclet order = the module's pad order wins (always right at O0), then the one whose
-invokes keep the module's block order; `FinalImage.ambiguous` names the funclets concerned
-and `decided_by` what chose. A model funclet LLVM removed (an empty cleanup; a pad no
-invoke reaches any more) has no code: `FinalImage.absent`; a filter whose handler is
-absent is not placed.
+Domains (pad markers pin theirs to one funclet) are narrowed by propagation, then searched.
+With pad markers the assignment is unique. Without them, and with call-site identities, it
+is unique where every handler LLVM keeps covers some invoke; funclets without calls can be
+interchangeable (two sibling finallys that only store locals). If several assignments still
+fit, the one that keeps LLVM's funclet order = the module's pad order wins (always right at
+O0, a guess at O2), then the one whose invokes keep the module's block order;
+`FinalImage.ambiguous` names the funclets concerned and `decided_by` what chose (measured:
+none among the 5,693 EH methods of the corpus at O2, nor the sample, Python.Runtime and
+CoreLib at O0; where pad markers are on, their assignment equals the evidence-only one). A model funclet LLVM removed (an
+empty cleanup -- only without pad markers, which keep it; a pad no invoke reaches any more;
+a cleanup merged into another) has no code of its own: `FinalImage.absent`; a filter whose
+handler is absent is not placed.
 
 Layout and references
 ---------------------
@@ -299,6 +321,8 @@ class FinalImage:
     ambiguous: tuple[int, ...] = ()              # handler funclets the evidence leaves interchangeable
     decided_by: str = ""                         # then: "module order" | "invoke order" | "search order"
     call_site_identities: bool = True            # the matching had the call-site markers to go by
+    pad_identities: bool = True                  # every object funclet carried its pad marker
+    merged: tuple[tuple[int, tuple[int, ...]], ...] = ()  # (funclet, absent cleanups LLVM merged into its code)
     _source: _Source | None = field(default=None, repr=False, compare=False)
 
     # -- questions --------------------------------------------------------------------------
@@ -372,6 +396,11 @@ class FinalImage:
             lines.append(f"  ambiguous, decided by {self.decided_by}: funclets {', '.join(map(str, self.ambiguous))}")
         if not self.call_site_identities:
             lines.append("  funclets matched without call-site identities (by callees)")
+        if not self.pad_identities:
+            lines.append("  funclets matched without pad markers (by calls, clauses and invokes)")
+        for kept, gone in self.merged:
+            lines.append(f"  the code of funclets {', '.join(map(str, gone))} runs in funclet {kept} "
+                         f"(LLVM merged the cleanups)")
         if self.filter_constants is not None:
             lines.append("  " + str(self.filter_constants).replace("\n", "\n  "))
         lines.append("  .pdata:")
@@ -412,7 +441,8 @@ def link_final_image(recovered: RecoveredCode, coff: CoffObject, model: FuncletM
     source = _Source(source.text, source.relocations, source.frame_symbols, source.rodata_targets, tables)
     return FinalImage(parent, bytes(code), ranges[0].code_range, ranges, runtime_functions, unwind_data,
                       constants, tuple(relocations + data_relocations), tuple(fixups + table_fixups), bytes(rodata),
-                      rodata_offset, match.absent, match.ambiguous, match.decided_by, match.identities, source)
+                      rodata_offset, match.absent, match.ambiguous, match.decided_by, match.identities,
+                      match.pads, match.merged, source)
 
 
 # --------------------------------------------------------------------------------------------
@@ -426,6 +456,8 @@ class FuncletMatch:
     ambiguous: tuple[int, ...] = ()  # handler funclets the evidence leaves interchangeable
     decided_by: str = ""             # then: "module order" | "invoke order" | "search order"
     identities: bool = True          # call-site identities were there to use
+    pads: bool = True                # every object funclet carried a pad marker naming its model funclet
+    merged: tuple[tuple[int, tuple[int, ...]], ...] = ()   # (funclet, cleanups LLVM merged into its code)
 
     def __str__(self) -> str:
         lines = [f"  funclet {i:3d} <- {name}" for i, name in sorted(self.code.items())]
@@ -433,6 +465,7 @@ class FuncletMatch:
             lines.append(f"  absent: {', '.join(map(str, self.absent))}")
         if self.ambiguous:
             lines.append(f"  ambiguous: {', '.join(map(str, self.ambiguous))} (decided by {self.decided_by})")
+        lines += [f"  merged into {kept}: {', '.join(map(str, gone))}" for kept, gone in self.merged]
         return "\n".join(lines)
 
 
@@ -476,6 +509,10 @@ def match_funclets(recovered: RecoveredCode, coff: CoffObject, model: FuncletMod
             homes[symbol].add(function_at(base + clause.try_start - 1))
     home = {s: next(iter(h)) for s, h in homes.items() if len(h) == 1 and None not in h}
 
+    # The model's pads by marker: decisive where the object funclet carries one.
+    by_pad = {f.pad_marker: f for f in handlers if getattr(f, "pad_marker", None) is not None}
+    pinned: dict[str, list] = {}     # object funclet symbol -> the model funclets its pad markers name
+
     # The model's calls: by identity, and by funclet (callees).
     by_identity = {c.callsite: c for c in model.calls if getattr(c, "callsite", None) is not None}
     identities = bool(by_identity) and any(site.callsites for f in functions for site in f.calls
@@ -491,8 +528,9 @@ def match_funclets(recovered: RecoveredCode, coff: CoffObject, model: FuncletMod
         label = labels.get(symbol, set())
         if len(label) > 1:
             raise _error(f"LLVM's table gives {symbol} clauses of different kinds: {sorted(label)}", "funclet-match")
-        domain = {f.index for f in handlers if f.kind in _CODE_KINDS.get(fn.kind, ())
-                  and _label_fits(f, next(iter(label), None))}
+        by_kind = {f.index for f in handlers if f.kind in _CODE_KINDS.get(fn.kind, ())}
+        domain = {i for i in by_kind if _label_fits(model.funclets[i], next(iter(label), None))}
+        by_table = set(domain)
         if identities:
             # each marked call of the funclet's code is a call of the model funclet's blocks
             for site in fn.calls:
@@ -502,6 +540,27 @@ def match_funclets(recovered: RecoveredCode, coff: CoffObject, model: FuncletMod
         else:
             called = {c.callee for c in fn.calls if c.callee in known}
             domain = {i for i in domain if called <= model_callees[i]}
+        pads = tuple(dict.fromkeys(getattr(fn, "pads", ())))
+        if by_pad and pads:
+            named = _pinned_funclets(symbol, pads, by_pad, pinned, model)
+            if not domain & {f.index for f in named} and len(named) > 1 and identities \
+                    and {f.index for f in named} <= by_table:
+                raise _error(f"LLVM's {symbol} holds the code of the cleanups " + ", ".join(
+                    f"{f.index} ({f.label}, pad marker {f.pad_marker})" for f in named) + ", merged by LLVM, and "
+                    "calls of more than one of them: no single model funclet stands for it", "funclet-match")
+            if not domain & {f.index for f in named}:
+                why = [f"it is a {fn.kind} funclet" if f.index not in by_kind else
+                       f"LLVM's CLR table gives it clauses {sorted(label)}" if f.index not in by_table else
+                       "its calls are calls of other model funclets" if identities else
+                       "it calls what that model funclet does not" for f in named]
+                raise _error(f"LLVM's {symbol} carries " + "; ".join(
+                    f"pad marker {f.pad_marker} of model funclet {f.index} ({f.label}), but {w}"
+                    for f, w in zip(named, why)), "funclet-match")
+            domain &= {f.index for f in named}
+            if len(domain) > 1:
+                # merged cleanups whose code tells nothing apart: the funclet is the chain's head,
+                # the pad that opens it (LLVM keeps the first pad and appends the others' code)
+                domain = {next(f.index for f in named if f.index in domain)}
         domains[symbol] = domain
 
     invokes = []
@@ -520,7 +579,9 @@ def match_funclets(recovered: RecoveredCode, coff: CoffObject, model: FuncletMod
                      for n, c in enumerate(model.calls) if c.invoke and c.state is not None]
 
     solver = _Matcher(parent, symbols, domains, home, invokes, model_invokes,
-                      {f.index: f.parent for f in model.funclets})
+                      {f.index: f.parent for f in model.funclets},
+                      {s: ", ".join(f"pad marker {f.pad_marker} = funclet {f.index} ({f.label})" for f in named)
+                       for s, named in pinned.items()})
     chosen, ambiguous, decided = solver.solve()
     code = {0: parent}
     code.update({f: s for s, f in chosen.items()})
@@ -534,7 +595,53 @@ def match_funclets(recovered: RecoveredCode, coff: CoffObject, model: FuncletMod
                              "funclet-match") from None
             code[f.index] = name
     absent = tuple(f.index for f in model.funclets if f.index not in code)
-    return FuncletMatch(code, absent, ambiguous, decided, identities)
+    merged = tuple((chosen[s], tuple(f.index for f in named if f.index != chosen[s]))
+                   for s, named in pinned.items() if len(named) > 1)
+    return FuncletMatch(code, absent, ambiguous, decided, identities, len(pinned) == len(symbols), merged)
+
+
+def _pinned_funclets(symbol: str, pads: tuple[int, ...], by_pad: dict, pinned: dict[str, list], model):
+    """The model funclets the pad markers of object funclet `symbol` name (recorded in
+    `pinned`): one, or a chain of cleanups LLVM merged into one funclet, entry's pad first."""
+    for n in pads:
+        if n not in by_pad:
+            raise _error(f"LLVM's {symbol} carries pad marker {n}, which no model funclet has", "funclet-match")
+        other = next((s for s, named in pinned.items() if by_pad[n] in named), None)
+        if other is not None:
+            raise _error(f"LLVM's {other} and {symbol} both carry pad marker {n} of model funclet "
+                         f"{by_pad[n].index} ({by_pad[n].label})", "funclet-match")
+    named = [by_pad[n] for n in pads]
+    if len(named) > 1:
+        chain = _cleanup_chain(model, named)
+        if chain is None:
+            raise _error(f"LLVM's {symbol} carries the pad markers of several funclets, "
+                         + ", ".join(f"{f.pad_marker} ({f.label})" for f in named)
+                         + ", which are no chain of cleanups LLVM could have merged", "funclet-match")
+        named = chain
+    pinned[symbol] = named
+    return named
+
+
+def _cleanup_chain(model: FuncletModel, funclets: list) -> list | None:
+    """`funclets` in the order of a chain of cleanups each of which ends in a cleanupret to the
+    next (what LLVM's SimplifyCFG merges into one funclet when each is the next one's only way
+    in), else None."""
+    if any(f.kind not in (FuncletKind.FINALLY, FuncletKind.FAULT) or f.state is None for f in funclets):
+        return None
+    by_state = {f.state: f for f in funclets}
+    targets = {model.states[f.state].enclosing for f in funclets
+               if model.states[f.state].enclosing_from == "cleanupret"}
+    heads = [f for f in funclets if f.state not in targets]
+    if len(heads) != 1:
+        return None
+    chain = heads
+    while len(chain) < len(funclets):
+        state = model.states[chain[-1].state]
+        nxt = by_state.get(state.enclosing) if state.enclosing_from == "cleanupret" else None
+        if nxt is None or nxt in chain:
+            return None
+        chain.append(nxt)
+    return chain
 
 
 def _callee(name: str) -> str | None:
@@ -555,8 +662,9 @@ def _label_fits(f, label: tuple[int, int] | None) -> bool:
 class _Matcher:
     """Propagation and search for an assignment object funclet symbol -> model funclet index."""
 
-    def __init__(self, parent, symbols, domains, home, invokes, model_invokes, model_parent):
+    def __init__(self, parent, symbols, domains, home, invokes, model_invokes, model_parent, pinned=None):
         self.parent = parent
+        self.pinned = pinned or {}   # symbol -> what its pad markers name, in words
         self.symbols = symbols
         self.domains = domains
         self.home = home
@@ -661,7 +769,7 @@ class _Matcher:
         search(d0)
         if not solutions:
             raise _error("no assignment of LLVM's funclets to the model's fits the clauses and invokes "
-                         "of the object", "funclet-match")
+                         "of the object" + self._pins(), "funclet-match")
         if len(solutions) == 1:
             return solutions[0], (), ""
         # Evidence exhausted: prefer LLVM's funclet order = the module's pad order (always so
@@ -694,9 +802,17 @@ class _Matcher:
 
     def _why(self, d: dict) -> str:
         empty = [s for s in self.symbols if not d[s]]
+        if empty and empty[0] in self.pinned:
+            return (f"LLVM's {empty[0]} carries {self.pinned[empty[0]]}, but the clauses and invokes of the "
+                    f"object say otherwise (its try, or a dispatch chain)" + self._pins())
         if empty:
-            return f"no model funclet fits LLVM's {empty[0]} (kind, class token, calls, try, invokes)"
-        return "the invokes of the object fit no invoke of the model"
+            return f"no model funclet fits LLVM's {empty[0]} (kind, class token, calls, try, invokes)" + self._pins()
+        return "the invokes of the object fit no invoke of the model" + self._pins()
+
+    def _pins(self) -> str:
+        if not self.pinned:
+            return ""
+        return "; pad markers: " + "; ".join(f"{s}: {what}" for s, what in self.pinned.items())
 
 
 # --------------------------------------------------------------------------------------------

@@ -28,6 +28,12 @@ From that walk and the object:
   `call THROW; ud2` tails into one call both markers jump to. A marker that reaches a
   `ret`, a trap or its function's end before any call is an `asm-mismatch` (LLVM kept
   the marker and dropped its call: never observed, and never guessed around).
+* pads: the reader's pad markers `"# llilc.pad N"` (zero bytes, right after each catchpad
+  and cleanuppad, so at the top of the funclet's code after its prolog) belong to the
+  function whose code they appear in (`CodeFunction.pads`, in text order: the funclet's own
+  pad first, its entry block being first): the identity of a funclet even when it holds no
+  call. A funclet holds several where LLVM merged a chain of cleanups into it (O2). A pad
+  marker before any function symbol is an `asm-mismatch`.
 
 All offsets are `.text` offsets. The parent is the first function in the module, hence at
 offset 0, and LLVM's CLR table measures from its start, so for the parent's method these
@@ -46,7 +52,7 @@ import capstone
 
 from ..assembly.native import CodeRange
 from ..errors import BackendError
-from ..reader.translate import CALLSITE_MARKER
+from ..reader.translate import CALLSITE_MARKER, PAD_MARKER
 from ..unwind import UnwindInfo, decode_unwind_info
 from .coff import CoffObject, RelocationType
 
@@ -131,6 +137,9 @@ class CodeFunction:
     unwind_offset: int | None         # .xdata offset of its UNWIND_INFO (None: no .pdata entry)
     unwind: UnwindInfo | None
     calls: tuple[CallSite, ...] = ()
+    pads: tuple[int, ...] = ()        # the reader's pad markers N in its code, in text order: a
+                                      # funclet's own pad (more: cleanups LLVM merged into it); none
+                                      # in a parent or filter, or in an object without markers
 
     @property
     def code_range(self) -> CodeRange:
@@ -142,7 +151,8 @@ class CodeFunction:
 
     def __str__(self) -> str:
         unwind = f"unwind .xdata+{self.unwind_offset:#x}" if self.unwind_offset is not None else "no unwind"
-        lines = [f"{self.kind:<8} [{self.start:#06x}, {self.end:#06x})  {unwind}  {self.name}"]
+        pads = "".join(f"  pad #{n}" for n in self.pads)
+        lines = [f"{self.kind:<8} [{self.start:#06x}, {self.end:#06x})  {unwind}  {self.name}{pads}"]
         lines += [f"    {c}" for c in self.calls]
         return "\n".join(lines)
 
@@ -208,6 +218,7 @@ class _Item:
 
 
 _CALLSITE_MARKER = re.compile(r"\s*#\s*" + re.escape(CALLSITE_MARKER) + r" (\d+)\s*$")  # Translator.call's inline asm
+_PAD_MARKER = re.compile(r"\s*#\s*" + re.escape(PAD_MARKER) + r" (\d+)\s*$")  # Translator.pad_marker's
 _LABEL = re.compile(r'("(?:[^"\\]|\\.)*"|[^\s:"]+):')
 
 
@@ -245,6 +256,9 @@ def _text_items(asm: str) -> list[_Item]:
     for line in asm.splitlines():
         if section == ".text" and (marker := _CALLSITE_MARKER.match(line)):
             items.append(_Item("marker", marker.group(1)))
+            continue
+        if section == ".text" and (marker := _PAD_MARKER.match(line)):
+            items.append(_Item("pad", marker.group(1)))
             continue
         for stmt in _statements(line):
             while True:  # a line may hold labels followed by a statement
@@ -340,7 +354,7 @@ def recover(obj: bytes | CoffObject, asm: str) -> RecoveredCode:
     function_symbols = {s.name: s for s in coff.functions_in(".text")}
     labels: dict[str, int] = {}
     instructions: list[Instruction] = []
-    # per function: [name, start, end of last instruction, calls]
+    # per function: [name, start, end of last instruction, calls, pad markers]
     bodies: list[list] = []
     offset = 0
     pending_prefix = False
@@ -358,6 +372,11 @@ def recover(obj: bytes | CoffObject, asm: str) -> RecoveredCode:
         if item.kind == "marker":
             markers.append((int(item.text), offset, len(bodies) - 1))
             continue
+        if item.kind == "pad":
+            if not bodies:
+                raise _bad(f"pad marker {item.text} before any function symbol", offset)
+            bodies[-1][4].append(int(item.text))
+            continue
         if item.kind == "label":
             labels[item.text] = offset
             if item.text in function_symbols:
@@ -366,7 +385,7 @@ def recover(obj: bytes | CoffObject, asm: str) -> RecoveredCode:
                 if sym.value != offset:
                     raise _bad(f"function {item.text} at 0x{sym.value:x} in the object, "
                                f"0x{offset:x} in the assembly text", offset)
-                bodies.append([item.text, offset, offset, []])
+                bodies.append([item.text, offset, offset, [], []])
             elif item.text.startswith(".Ltmp"):
                 if open_label is None:
                     open_label, open_calls = item.text, []
@@ -422,7 +441,7 @@ def recover(obj: bytes | CoffObject, asm: str) -> RecoveredCode:
     entries = {e.begin: e for e in coff.runtime_functions() if e.code_section == ".text"}
     xdata = coff.section(".xdata").data if coff.has_section(".xdata") else b""
     functions = []
-    for name, start, end, call_indices in bodies:
+    for name, start, end, call_indices, pads in bodies:
         entry = entries.pop(start, None)
         unwind = None
         if entry is not None:
@@ -435,7 +454,7 @@ def recover(obj: bytes | CoffObject, asm: str) -> RecoveredCode:
         sites = tuple(CallSite(c["kind"], c["callee"], c["offset"], c["return_offset"],
                                c.get("invoke"), tuple(c["callsites"])) for c in (calls[i] for i in call_indices))
         functions.append(CodeFunction(name, kind, parent, start, end,
-                                      entry.unwind if entry else None, unwind, sites))
+                                      entry.unwind if entry else None, unwind, sites, tuple(pads)))
     if entries:
         stray = ", ".join(f"0x{b:x}" for b in sorted(entries))
         raise _bad(f".pdata entries that start at no function symbol: {stray}")
@@ -458,7 +477,7 @@ def _attach_markers(markers: list[tuple[int, int, int]], instructions: list[Inst
     for n, at, body in markers:
         if body < 0:
             raise _bad(f"call-site marker {n} before any function symbol", at)
-        _, start, end, _ = bodies[body]
+        _, start, end, _, _ = bodies[body]
         k = bisect.bisect_left(starts, at)
         seen: set[int] = set()
         while True:

@@ -13,8 +13,19 @@ every inconsistency as a finding; given the IL method it also holds the model ag
 region tree. `model.py` documents each step and the state numbering.
 """
 
-from .model import (NO_STATE, RULES, CallSite, Catchswitch, EHState, Finding, Funclet, FuncletError, FuncletKind,
-                    FuncletModel, build_funclet_model)
+from .model import (
+                    NO_STATE,
+                    RULES,
+                    CallSite,
+                    Catchswitch,
+                    EHState,
+                    Finding,
+                    Funclet,
+                    FuncletError,
+                    FuncletKind,
+                    FuncletModel,
+                    build_funclet_model,
+)
 
 __all__ = ["NO_STATE", "RULES", "CallSite", "Catchswitch", "EHState", "Finding", "Funclet", "FuncletError",
            "FuncletKind", "FuncletModel", "build_funclet_model"]

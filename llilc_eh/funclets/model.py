@@ -66,6 +66,13 @@ function; the marker is read here (it is no call site itself) and found again in
 assembly text by `backend.recover`, so machine calls match the model's exactly, whatever
 LLVM's block layout (DESIGN decision 8).
 
+With the reader's `Options.pad_markers`, every handler funclet carries its identity N too
+(`Funclet.pad_marker`; None without them): the reader writes a zero-byte inline-asm marker `"# llilc.pad N"` right after each catchpad and cleanuppad,
+numbered per method, read here from the pad's block (the funclet's entry) and found again
+by `backend.recover` in the machine funclet that holds it (`CodeFunction.pads`), so even a
+funclet without calls (an empty `catch {}`) has an identity of its own. Neither marker is
+a call site.
+
 An invoke's state is the state of the handler its unwind edge reaches (a catchswitch's first
 handler, or the cleanuppad); `protecting(call)` walks `next` from there: every handler that
 may see an exception raised at that call, in dispatch order. The tries of those states are
@@ -77,7 +84,8 @@ Checks
 names its clause, each invoke has an IL offset and reaches a handler pad (so has a state),
 each parent chain ends at the root, no block is in two funclets, each filter handler's
 filter function exists and its FILTER sits immediately before it, the layout is root first
-then clause order. Given the IL method, also against its region tree: funclet kinds and
+then clause order, each handler funclet has exactly one pad marker and no other funclet
+has the same. Given the IL method, also against its region tree: funclet kinds and
 class tokens are their clauses', the funclet tree follows the IL nesting of handlers (a
 handler's copy sits in the funclet of its enclosing handler, or — past finallys, whose
 normal-path code is no funclet — further out), every funclet copy of a handler holds a copy
@@ -96,7 +104,7 @@ from dataclasses import dataclass, field
 from ..errors import FuncletError, ReaderError
 from ..il.regions import Region, RegionKind, RegionTree
 from ..reader.lint import parse, read_functions
-from ..reader.translate import CALLSITE_MARKER
+from ..reader.translate import CALLSITE_MARKER, PAD_MARKER
 
 NO_STATE = -1   # the caller: no handler of this method
 
@@ -140,6 +148,8 @@ class Funclet:
     copy: int = 0                   # rank among the funclets of the same clause and kind
     copies: int = 1
     context: str = "main body"      # which copy this is: where its pad sits
+    pad_marker: int | None = None   # handlers: the reader's pad marker N in its entry block (its
+                                    # identity in the machine code: recover's CodeFunction.pads)
 
     @property
     def label(self) -> str:
@@ -218,6 +228,7 @@ RULES = (
     "filter-order",             # a filter not immediately before its handler in the layout
     "layout-order",             # root not first, or handlers out of clause order
     "cleanup-exits-disagree",   # cleanuprets of one pad unwinding to different places
+    "pad-marker",               # with pad markers: a handler without exactly one of its own
     # with the IL method:
     "clause-without-pad",       # a clause whose try holds a call has no handler funclet
     "unprotected-call",         # a call (not an invoke) inside a try
@@ -322,6 +333,8 @@ class FuncletModel:
                 extra.append(f"{f.function} for funclet {f.handler}")
             if f.state is not None:
                 extra.append(f"state {f.state}")
+            if f.pad_marker is not None:
+                extra.append(f"pad marker {f.pad_marker}")
             extra.append(f"{len(f.blocks)} blocks")
             lines.append(f"{'  ' * indent}[{f.index}] {f.label}: " + ", ".join(extra) + f"  — {f.context}")
             for c in self.children(f):
@@ -362,6 +375,8 @@ _IL_LABEL = re.compile(r"IL_([0-9a-fA-F]+)\b")
 # The reader's zero-byte marker before each call (`Translator.call`): `call void asm sideeffect
 # "# llilc.callsite N", ""()`; LLVM prints inline asm as `asm sideeffect "<text>", "<constraints>"`.
 _CALLSITE_MARKER = re.compile(r'\basm\b[^"]*"# ' + re.escape(CALLSITE_MARKER) + r' (\d+)"')
+# The reader's zero-byte marker right after each pad (`Translator.pad_marker`): "# llilc.pad N".
+_PAD_MARKER = re.compile(r'\basm\b[^"]*"# ' + re.escape(PAD_MARKER) + r' (\d+)"')
 _CALLEE = re.compile(r"\b(?:call|invoke)\b[^@%]*?(@(?:\"(?:[^\"\\]|\\.)*\"|[-\w$.]+)|%[-\w$.]+)\(")
 
 
@@ -475,14 +490,20 @@ class _Builder:
 
     def funclets(self) -> None:
         f = self.f
-        self.rows: list[dict] = [dict(kind=FuncletKind.ROOT, function=self.parent, pad=None, parent=None)]
+        self.rows: list[dict] = [{"kind": FuncletKind.ROOT, "function": self.parent, "pad": None, "parent": None}]
         self.index_of_pad: dict = {None: 0}
         self.pad_of_row: list = [None]
         for block in f.blocks:
             pad = block.pad
             if pad is None or pad.opcode == "catchswitch":
                 continue
-            row = dict(pad=pad.name, function=self.parent, clause=self.clause_of_block[block])
+            row = {"pad": pad.name, "function": self.parent, "clause": self.clause_of_block[block]}
+            markers = [int(m.group(1)) for inst in block.insts if inst.opcode == "call"
+                       and (m := _PAD_MARKER.search(inst.text)) is not None]
+            row["pad_marker"] = markers[0] if len(markers) == 1 else None
+            if len(markers) > 1:
+                self.problems.append(Finding("pad-marker", f"block {block.label}",
+                                             f"{pad.name} is followed by {len(markers)} pad markers: {markers}"))
             args = f.catchpad_args(pad)
             if pad.opcode == "catchpad":
                 if len(args) >= 2 and args[1].startswith("ptr @"):
@@ -529,9 +550,9 @@ class _Builder:
                                              f"names {name}, which the module does not define"))
                 continue
             row["filter"] = len(self.rows)
-            self.rows.append(dict(kind=FuncletKind.FILTER, function=name, pad=None, parent=row["parent"],
-                                  clause=row["clause"], handler=i,
-                                  blocks=tuple(b.label for b in fn.blocks if b in fn.colors)))
+            self.rows.append({"kind": FuncletKind.FILTER, "function": name, "pad": None, "parent": row["parent"],
+                              "clause": row["clause"], "handler": i,
+                              "blocks": tuple(b.label for b in fn.blocks if b in fn.colors)})
             self.pad_of_row.append(None)
         # depth (parent-chain length); a chain that does not end at the root is a finding
         for i, row in enumerate(self.rows):
@@ -554,9 +575,9 @@ class _Builder:
             unwinds = "unwind label" in cs.text
             handler_labels = cs.labels[:-1] if unwinds else cs.labels
             handlers = tuple(self.index_of_pad[f.block_by_label[label].pad] for label in handler_labels)
-            self.cs_rows.append(dict(name=cs.name, block=block.label,
-                                     parent=self.index_of_pad.get(f.funclet_parent(cs), 0),
-                                     handlers=handlers, unwind=cs.labels[-1] if unwinds else None))
+            self.cs_rows.append({"name": cs.name, "block": block.label,
+                                 "parent": self.index_of_pad.get(f.funclet_parent(cs), 0),
+                                 "handlers": handlers, "unwind": cs.labels[-1] if unwinds else None})
         self.cs_by_inst = {block.pad: row for block, row in
                            zip((b for b in f.blocks if b.pad is not None and b.pad.opcode == "catchswitch"),
                                self.cs_rows)}
@@ -611,10 +632,11 @@ class _Builder:
         self.state_rows = []
         for n, i in enumerate(self.handler_order):
             parent = self.rows[i]["parent"]
-            self.state_rows.append(dict(number=n, funclet=i, kind=self.rows[i]["kind"], clause=self.rows[i]["clause"],
-                                        try_states=try_states[n], next=nxt[n], enclosing=enclosing[n],
-                                        handler_parent=self.state_of_row.get(parent, NO_STATE),
-                                        enclosing_from=source[n]))
+            self.state_rows.append({"number": n, "funclet": i, "kind": self.rows[i]["kind"],
+                                    "clause": self.rows[i]["clause"], "try_states": try_states[n], "next": nxt[n],
+                                    "enclosing": enclosing[n],
+                                    "handler_parent": self.state_of_row.get(parent, NO_STATE),
+                                    "enclosing_from": source[n]})
 
     def _dest_state(self, label: str | None) -> int:
         """The state an unwind edge to `label` reaches (NO_STATE: the caller; None: no pad)."""
@@ -675,12 +697,15 @@ class _Builder:
                 if (m := _CALLSITE_MARKER.search(inst.text)) is not None:
                     marker = int(m.group(1))
                     continue
+                if _PAD_MARKER.search(inst.text) is not None:
+                    continue                # a funclet's identity, no call
                 m = _CALLEE.search(inst.text)
                 callee = m.group(1) if m else "?"
                 if callee.startswith(("@llvm.", '@"llvm.')):
                     continue
-                row = dict(block=block.label, funclet=self.funclet_of_block[block], il_offset=self.offsets[block][k],
-                           callee=callee, invoke=inst.opcode == "invoke", callsite=marker)
+                row = {"block": block.label, "funclet": self.funclet_of_block[block],
+                       "il_offset": self.offsets[block][k], "callee": callee, "invoke": inst.opcode == "invoke",
+                       "callsite": marker}
                 marker = None
                 if row["invoke"]:
                     row["unwind"] = inst.labels[-1]
@@ -698,7 +723,7 @@ class _Builder:
                                  class_token=r.get("class_token"), catchswitch=r.get("catchswitch"),
                                  filter=r.get("filter"), handler=r.get("handler"), state=r.get("state"),
                                  depth=r["depth"], copy=r.get("copy", 0), copies=r.get("copies", 1),
-                                 context=r["context"])
+                                 context=r["context"], pad_marker=r.get("pad_marker"))
                          for i, r in enumerate(rows))
         catchswitches = tuple(Catchswitch(c["name"], c["block"], c["parent"], c["handlers"], c["unwind"])
                               for c in self.cs_rows)
@@ -774,7 +799,22 @@ def _check_layout(model: FuncletModel, out: list[Finding]) -> None:
         out.append(Finding("layout-order", "layout", f"clauses out of order: {clauses}"))
 
 
-_CHECKS = (_check_parents, _check_calls, _check_filters, _check_layout)
+def _check_pad_markers(model: FuncletModel, out: list[Finding]) -> None:
+    # (several markers after one pad are found building: that funclet's pad_marker is None)
+    # Pad markers are optional (the reader's Options.pad_markers): all handlers or none.
+    owners: dict[int, list[Funclet]] = defaultdict(list)
+    marked = any(f.pad_marker is not None for f in model.funclets)
+    for f in model.funclets:
+        if marked and f.kind.is_handler and f.pad_marker is None:
+            out.append(Finding("pad-marker", f.label, f"{f.pad} is not followed by exactly one pad marker"))
+        if f.pad_marker is not None:
+            owners[f.pad_marker].append(f)
+    for n, funclets in owners.items():
+        if len(funclets) > 1:
+            out.append(Finding("pad-marker", ", ".join(f.label for f in funclets), f"all carry pad marker {n}"))
+
+
+_CHECKS = (_check_parents, _check_calls, _check_filters, _check_layout, _check_pad_markers)
 
 
 # -- against the IL ----------------------------------------------------------------------------

@@ -24,6 +24,25 @@ EH shape (DESIGN.md decisions 2–6):
   parent is compiled, emitted as external symbols for the backend to resolve;
 * every call in a funclet carries `"funclet"(token %pad)`; a call under a try is an invoke.
 
+Identities (DESIGN decision 8): zero-byte inline-asm comments the backend finds again in
+LLVM's assembly text, whatever its block layout and optimisation level. Every call gets a
+call-site marker `"# llilc.callsite N"` right before it (`Translator.call`); every
+catchpad and cleanuppad is followed at once, with `Options.pad_markers`, by a pad marker
+`"# llilc.pad N"` (`Translator.pad_marker`), N counting the pads of the method from 0 in emission order
+(each copy of a handler, `clone_finally` copies included, has its own pad, so its own N).
+The pad marker is the identity of a funclet that holds no call (an empty `catch {}`, a
+finally that only stores locals). Like the call-site marker it carries no funclet bundle:
+WinEHPrepare and the lint exempt inline asm. Its cost (measured): it is an instruction of
+the funclet, so at O2 LLVM no longer deletes a cleanup whose code became empty (a finally
+that only stores dead locals: SimplifyCFG's empty-cleanup removal), it keeps an empty
+funclet (prolog, marker, epilog) instead -- or, where that cleanup ends in a cleanupret to
+a next one that only it reaches, merges the two into one funclet holding both markers
+(`backend.image` takes that funclet for one of them, the other has no code).
+So pad markers are off by default: without them the code is what LLVM makes of the method
+(empty cleanups deleted, as RyuJIT's fgRemoveEmptyFinally does too), and the final image
+identifies call-free funclets by the rest of the evidence -- unambiguously for every EH
+method of the corpus at O0 and O2 (`FinalImage.ambiguous` says when it is not).
+
 Stack values cross block boundaries through per-depth spill slots (allocas), so no PHI
 ever joins values from different funclets; LLVM's mem2reg/SROA clean up at O2.
 """
@@ -47,6 +66,7 @@ DATALAYOUT = "e-m:w-p270:32:32-p271:32:32-p272:64:64-i64:64-i128:128-f80:128-n8:
 PERSONALITY = "@ProcessCLRException"
 FILTER_CATCHPAD_MARKER = 0  # arg 0 of a filter handler's catchpad; arg 1 names its filter function
 CALLSITE_MARKER = "llilc.callsite"  # the inline-asm comment before every call (`Translator.call`)
+PAD_MARKER = "llilc.pad"            # the inline-asm comment right after every pad (`Translator.pad_marker`)
 
 # Array and string layout of CoreCLR x64 (also jitee's): length at 8, elements at 16.
 ARRAY_LENGTH_OFFSET = 8
@@ -56,6 +76,7 @@ ARRAY_DATA_OFFSET = 16
 @dataclass(frozen=True)
 class Options:
     clone_finally: bool = False   # one normal-path finally copy per leave instead of selectors
+    pad_markers: bool = False     # a zero-byte identity marker in every pad (see the module docstring)
 
 
 @dataclass(frozen=True)
@@ -106,7 +127,7 @@ class Context:
     base: Region                  # the region this copy's code lies in
     pad: str | None               # the funclet pad token (None: main body or normal copy in it)
     fn: Function
-    outer: "Context | None" = None
+    outer: Context | None = None
     anchor: Region | None = None  # where exceptions escaping `base` continue, in `outer`
     handler: Region | None = None  # for catch/cleanup: the handler region
     selector: str | None = None   # finally-normal: its continuation slot
@@ -129,6 +150,7 @@ class Translator:
         self.globals: dict[str, str] = {}
         self.helper_calls: dict[str, int] = {}
         self.callsite_ids: dict[str, int] = {}   # per function: the next call-site marker number
+        self.pad_ids = 0                          # the next pad marker number (per method)
         self.counts = {"catchswitch": 0, "catchpad": 0, "cleanuppad": 0}
         self.filters: list[Function] = []
         self.parent_name = quote_global(_mangle(m.body.name, m.body.token))
@@ -277,6 +299,7 @@ class Translator:
             pad = fn.value("cp")
             args = "[i32 1]" if h.kind is RegionKind.FAULT else "[]"
             block.emit(f"{pad} = cleanuppad within {self._parent_token(ctx)} {args}")
+            self.pad_marker(block)
             self.counts["cleanuppad"] += 1
             sub = self._context(("cleanup", h.index, id(ctx)), "cleanup", h, pad, fn, ctx, parent_region, h)
             block.terminate(f"br label %{self._enqueue(h.start, sub, ())}")
@@ -295,6 +318,7 @@ class Translator:
                 filter_fn = self._outline_filter(clause, h)
                 args = f"[i32 {FILTER_CATCHPAD_MARKER}, ptr {filter_fn}]"
             pad_block.emit(f"{pad} = catchpad within {cs} {args}")
+            self.pad_marker(pad_block)
             self.counts["catchpad"] += 1
             ex = fn.value("ex")
             pad_block.emit(f"{ex} = call ptr @llvm.eh.exceptionpointer.p0(token {pad})")
@@ -307,6 +331,18 @@ class Translator:
         block.terminate(f"{cs} = catchswitch within {self._parent_token(ctx)} [{labels}] unwind {unwind_text}")
         self.counts["catchswitch"] += 1
         return block.label
+
+    def pad_marker(self, block: Block) -> int:
+        """Emit the pad marker `call void asm sideeffect "# llilc.pad N", ""()` right after the
+        pad that opens `block` (the first thing its funclet does) and return N: the funclet's
+        identity in the machine code (`backend.recover`'s `CodeFunction.pads`). No funclet
+        bundle, as for the call-site marker: inline asm is exempt (WinEHPrepare, the lint)."""
+        n = self.pad_ids
+        self.pad_ids += 1
+        if not self.options.pad_markers:
+            return n
+        block.emit(f'call void asm sideeffect "# {PAD_MARKER} {n}", ""()')
+        return n
 
     def _context(self, key, kind, base, pad, fn, outer, anchor, handler=None) -> Context:
         if key not in self.contexts:

@@ -18,7 +18,7 @@ from llilc_eh.cli import sample_path
 from llilc_eh.errors import BackendError
 from llilc_eh.il.method import analyze
 from llilc_eh.reader.jitee import JitEE
-from llilc_eh.reader.translate import ReaderResult, translate
+from llilc_eh.reader.translate import Options, ReaderResult, translate
 
 OPT_LEVELS = (0, 2)
 
@@ -67,28 +67,42 @@ def pool():
         yield p
 
 
-@pytest.fixture(scope="session")
-def sample_readers():
+def _sample_readers(options: Options) -> list:
     asm = Assembly(sample_path())
     ee = JitEE(asm)
     readers = []
     for rid in asm.methods_with_il():
         body = asm.body(rid)
         name = str(asm.method(rid))
-        readers.append((rid, name, translate(asm, analyze(body), ee), tuple(body.clauses)))
+        readers.append((rid, name, translate(asm, analyze(body), ee, options), tuple(body.clauses)))
     return readers
+
+
+def _compile_sample(pool, readers) -> dict[int, list[CompiledMethod]]:
+    compiled = {}
+    for opt in OPT_LEVELS:
+        results = pool.compile_many([r.module for _, _, r, _ in readers], opt,
+                                    methods=[name for _, name, _, _ in readers])
+        compiled[opt] = [CompiledMethod(rid, name, reader, clauses, opt, result)
+                         for (rid, name, reader, clauses), result in zip(readers, results)]
+    return compiled
+
+
+@pytest.fixture(scope="session")
+def sample_readers():
+    return _sample_readers(Options())
 
 
 @pytest.fixture(scope="session")
 def sample_compiled(pool, sample_readers) -> dict[int, list[CompiledMethod]]:
     """{opt: [CompiledMethod]} for every method of the sample."""
-    compiled = {}
-    for opt in OPT_LEVELS:
-        results = pool.compile_many([r.module for _, _, r, _ in sample_readers], opt,
-                                    methods=[name for _, name, _, _ in sample_readers])
-        compiled[opt] = [CompiledMethod(rid, name, reader, clauses, opt, result)
-                         for (rid, name, reader, clauses), result in zip(sample_readers, results)]
-    return compiled
+    return _compile_sample(pool, sample_readers)
+
+
+@pytest.fixture(scope="session")
+def sample_compiled_marked(pool) -> dict[int, list[CompiledMethod]]:
+    """The same with the reader's pad markers (`Options.pad_markers`)."""
+    return _compile_sample(pool, _sample_readers(Options(pad_markers=True)))
 
 
 @pytest.fixture(scope="session")

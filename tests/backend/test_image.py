@@ -39,7 +39,7 @@ from llilc_eh.errors import BackendError
 from llilc_eh.funclets import FuncletKind, build_funclet_model
 from llilc_eh.il.method import analyze
 from llilc_eh.reader.jitee import JitEE
-from llilc_eh.reader.translate import translate
+from llilc_eh.reader.translate import Options, translate
 from llilc_eh.unwind import HANDLER_FLAGS, UnwindInfo, decode_unwind_info, to_clr
 
 _MD = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
@@ -58,18 +58,28 @@ class Linked:
     image: FinalImage
 
 
-@pytest.fixture(scope="module")
-def sample_images(sample_compiled) -> dict[int, list[Linked]]:
+def _link_sample(compiled) -> dict[int, list[Linked]]:
     asm = Assembly(sample_path())
     images = {}
     for opt in OPT_LEVELS:
         images[opt] = []
-        for m in sample_compiled[opt]:
+        for m in compiled[opt]:
             il = analyze(asm.body(m.rid))
             model = build_funclet_model(m.reader.module, m.reader.parent, il)
             image = link_final_image(m.recovered, m.coff, model, m.reader.parent)
             images[opt].append(Linked(m.name, opt, m.reader.module, m.parent, model, m.coff, m.recovered, image))
     return images
+
+
+@pytest.fixture(scope="module")
+def sample_images(sample_compiled) -> dict[int, list[Linked]]:
+    return _link_sample(sample_compiled)
+
+
+@pytest.fixture(scope="module")
+def sample_images_marked(sample_compiled_marked) -> dict[int, list[Linked]]:
+    """With the reader's pad markers."""
+    return _link_sample(sample_compiled_marked)
 
 
 def _one(images, opt, name) -> Linked:
@@ -340,16 +350,22 @@ def test_verify_reports_broken_constants_relocations_and_tables(sample_images):
 
 # -- LLVM removes funclets at O2 ---------------------------------------------------------------
 
-def test_funclets_llvm_removed_are_absent(sample_images):
-    absent = [x for x in sample_images[2] if x.image.absent]
-    assert absent
-    for x in absent:
-        for i in x.image.absent:
-            f = x.model.funclets[i]
-            assert x.image.range_of(i) is None
-            assert f.kind.is_handler or f.handler in x.image.absent
-    # at O0 LLVM keeps every pad
-    assert not any(x.image.absent for x in sample_images[0])
+def test_funclets_llvm_removed_are_absent(sample_images, sample_images_marked):
+    """At O2 LLVM deletes a cleanup it finds empty (SimplifyCFG): Counter's finally #2 only
+    stores a local that is dead once the exception leaves the method; the funclet has no code
+    and the image says so. A pad marker is an instruction of the funclet, so with markers
+    LLVM keeps it (an empty funclet: prolog, marker, epilog -- the markers' cost)."""
+    x = _one(sample_images, 2, "LocalsInHandlers.Program::Counter")
+    fin = next(f for f in x.model.funclets if f.label == "finally #2")
+    assert x.image.verify() == [] and x.image.absent == (fin.index,) and not x.image.pad_identities
+    assert x.image.range_of(fin.index) is None
+    assert "without pad markers" in str(x.image)
+    marked = _one(sample_images_marked, 2, "LocalsInHandlers.Program::Counter")
+    fin = next(f for f in marked.model.funclets if f.label == "finally #2")
+    kept = marked.recovered.function(marked.image.range_of(fin.index).function)
+    assert kept.pads == (fin.pad_marker,) and not kept.calls
+    assert not any(y.image.absent for opt in OPT_LEVELS for y in sample_images_marked[opt])
+    assert len(x.image.code) < len(marked.image.code)
 
 
 def test_a_model_that_does_not_fit_the_object_is_refused(sample_images):
@@ -363,10 +379,17 @@ def test_a_model_that_does_not_fit_the_object_is_refused(sample_images):
     assert info.value.kind == "funclet-match"
 
 
-def _without_identities(code):
+def _without_identities(code, pads: bool = False):
+    """The recovered code without call-site identities, and without pad markers unless `pads`."""
     return dataclasses.replace(code, functions=tuple(
-        dataclasses.replace(f, calls=tuple(dataclasses.replace(c, callsites=()) for c in f.calls))
+        dataclasses.replace(f, calls=tuple(dataclasses.replace(c, callsites=()) for c in f.calls),
+                            pads=f.pads if pads else ())
         for f in code.functions))
+
+
+def _with_pads(code, pads: dict[str, tuple[int, ...]]):
+    return dataclasses.replace(code, functions=tuple(
+        dataclasses.replace(f, pads=pads.get(f.name, f.pads)) for f in code.functions))
 
 
 @pytest.mark.parametrize("opt", OPT_LEVELS)
@@ -385,6 +408,71 @@ def test_matching_without_call_site_identities(sample_images, opt):
             assert not differ, x.name
         ambiguous += bool(bare.ambiguous)
     assert ambiguous >= 1     # two sibling finallys that print alike, e.g.
+
+
+@pytest.mark.parametrize("opt", OPT_LEVELS)
+def test_pad_markers_alone_decide_every_funclet(sample_images_marked, opt):
+    """With pad markers and nothing else of identity (no call-site markers), every funclet
+    is matched, none ambiguous: the assignment the full evidence gives."""
+    for x in sample_images_marked[opt]:
+        assert x.image.pad_identities and not x.image.ambiguous and x.image.decided_by == ""
+        padded = match_funclets(_without_identities(x.recovered, pads=True), x.coff, x.model, x.parent)
+        assert padded.pads and not padded.ambiguous and padded.decided_by == "", x.name
+        assert {i: name for i, name in padded.code.items()} == {r.funclet: r.function for r in x.image.ranges}
+
+
+def test_merged_cleanups_are_one_of_them(framework_shapes):
+    """A funclet with the pad markers of a chain of cleanups LLVM merged stands for the one its
+    calls belong to; with nothing to tell them apart, for the chain's head (the pad that opens
+    it); with calls of more than one, for none: a funclet-match error."""
+    x = framework_shapes["merged-cleanups", 0x0600004B, 2]
+    ((kept, gone),) = x.image.merged
+    symbol = x.image.range_of(kept).function
+    head = x.model.funclets[gone[0]]
+    fn = x.recovered.function(symbol)
+    assert x.model.states[head.state].enclosing == x.model.funclets[kept].state     # head -> kept
+    callless = dataclasses.replace(x.recovered, functions=tuple(
+        dataclasses.replace(f, calls=()) if f.name == symbol else f for f in x.recovered.functions))
+    bare = match_funclets(callless, x.coff, x.model, x.parent)
+    assert bare.code[head.index] == symbol and bare.merged == ((head.index, (kept,)),) and not bare.ambiguous
+    # the head's calls too (a call of the head's blocks marked in the funclet): no one funclet fits
+    call = next(c for c in x.model.calls if c.funclet == 0)
+    head_call = dataclasses.replace(call, funclet=head.index)
+    model = dataclasses.replace(x.model, calls=tuple(head_call if c is call else c for c in x.model.calls))
+    sites = list(fn.calls)
+    sites[0] = dataclasses.replace(sites[0], callsites=(call.callsite,))
+    code = dataclasses.replace(x.recovered, functions=tuple(
+        dataclasses.replace(f, calls=tuple(sites)) if f.name == symbol else f for f in x.recovered.functions))
+    with pytest.raises(BackendError) as info:
+        match_funclets(code, x.coff, model, x.parent)
+    assert info.value.kind == "funclet-match" and "merged by LLVM" in info.value.reason
+
+
+def test_pad_markers_against_the_other_evidence(sample_images_marked):
+    """A pad marker the rest of the evidence contradicts, one no model funclet has, or one in
+    two object funclets is a funclet-match error naming the object funclet and the model's."""
+    def refused(x, pads, *words):
+        with pytest.raises(BackendError) as info:
+            match_funclets(_with_pads(x.recovered, pads), x.coff, x.model, x.parent)
+        assert info.value.kind == "funclet-match" and all(w in info.value.reason for w in words), info.value.reason
+
+    # a catch funclet carrying a finally's marker: the kind says otherwise
+    x = _one(sample_images_marked, 2, "TryInFinally.Program::Run")
+    catch = next(r for r in x.image.ranges if r.kind is FuncletKind.CATCH)
+    fin = next(r for r in x.image.ranges if r.kind is FuncletKind.FINALLY)
+    n = x.model.funclets[fin.funclet].pad_marker
+    refused(x, {catch.function: (n,)}, catch.function, f"pad marker {n}", x.model.funclets[fin.funclet].label,
+            "it is a catch funclet")
+    refused(x, {catch.function: (999,)}, catch.function, "pad marker 999", "no model funclet")
+    own = x.recovered.function(catch.function).pads
+    refused(x, {catch.function: own + (n,), fin.function: ()}, catch.function, "several", "no chain of cleanups")
+    # two finallys swapped: their calls say otherwise
+    x = _one(sample_images_marked, 2, "FinallyChainTargets.Program::Siblings")
+    a, b = sorted((x.recovered.function(r.function) for r in x.image.ranges if r.kind is FuncletKind.FINALLY),
+                  key=lambda f: f.start)[:2]
+    assert a.calls and b.calls
+    refused(x, {a.name: b.pads, b.name: a.pads}, a.name, f"pad marker {b.pads[0]}", "calls")
+    refused(x, {b.name: a.pads}, a.name, b.name, f"both carry pad marker {a.pads[0]}")
 
 
 # -- the corpus --------------------------------------------------------------------------------
@@ -467,6 +555,7 @@ FRAMEWORK_SHAPES = (
     ("System.Data.Common.dll", 0x0600095C, "filter-copies"),  # a filter inside a finally: two copies
     ("System.Private.Xml.dll", 0x060028A7, "data-relocation"),  # O2 lookup table of static addresses
     ("System.Private.CoreLib.dll", 0x060002C1, "leaf-filter"),  # a filter without a frame at O2
+    ("System.Private.CoreLib.dll", 0x0600004B, "merged-cleanups"),  # O2 merges a finally into the next
 )
 
 
@@ -477,7 +566,8 @@ def framework_shapes(pool):
     for name, token, shape in FRAMEWORK_SHAPES:
         asm = Assembly(corpus.find(name).location)
         il = analyze(asm.body(token & 0xFFFFFF))
-        reader = translate(asm, il, JitEE(asm))
+        # merged cleanups happen only with pad markers (without, LLVM deletes the empty one)
+        reader = translate(asm, il, JitEE(asm), Options(pad_markers=shape == "merged-cleanups"))
         model = build_funclet_model(reader.module, reader.parent, il)
         for opt in OPT_LEVELS:
             result = pool.compile(reader.module, opt)
@@ -519,8 +609,18 @@ def test_framework_shapes_relink_soundly(framework_shapes):
             seen[shape] += bool(data)
         if shape == "leaf-filter":
             seen[shape] += any(r.unwind_synthesized for r in image.ranges)
+        if shape == "merged-cleanups" and image.merged:
+            # Interop/Sys::GetCwd: finally #0 only clears a dead local and ends in a cleanupret to
+            # finally #1, its only way in; SimplifyCFG appends #1's code to #0's funclet. The
+            # funclet holds both pad markers and #1's calls: it stands for #1, #0 has no code.
+            seen[shape] += 1
+            ((kept, gone),) = image.merged
+            fn = x.recovered.function(image.range_of(kept).function)
+            assert sorted(fn.pads) == sorted(x.model.funclets[i].pad_marker for i in (kept, *gone))
+            assert set(gone) <= set(image.absent) and not image.ambiguous
+            assert "LLVM merged the cleanups" in str(image)
     print(f"\nframework shapes seen: {dict(seen)}")
-    assert seen["stray-tail"] >= 1 and seen["filter-copies"] >= 2
+    assert seen["stray-tail"] >= 1 and seen["filter-copies"] >= 2 and seen["merged-cleanups"] == 1
 
 
 def test_stray_tails_are_only_blocks_no_one_else_reaches():

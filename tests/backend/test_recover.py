@@ -120,6 +120,32 @@ define i32 @leaf(i32 %a) {
     assert leaf.unwind_offset is None and leaf.end > leaf.start   # no .pdata entry: a leaf
 
 
+_PAD_MARKER = re.compile(r'asm sideeffect "# llilc\.pad (\d+)"')
+
+
+@pytest.mark.parametrize("opt", OPT_LEVELS)
+def test_pad_markers_are_in_their_funclets(sample_compiled_marked, opt):
+    """LLVM keeps the reader's `# llilc.pad N` in the code of the funclet whose pad it follows,
+    at O0 and O2: each funclet carries exactly one, the parent and the filters none, and
+    no marker is lost (at O0 LLVM keeps every pad; the markers keep even empty cleanups)."""
+    funclets = 0
+    for m in sample_compiled_marked[opt]:
+        code = m.recovered
+        written = sorted(int(n) for n in _PAD_MARKER.findall(m.reader.module))
+        found = []
+        for f in code.functions:
+            if f.is_funclet:
+                assert len(f.pads) == 1, (m.name, f.name, f.pads)
+                funclets += 1
+            else:
+                assert f.pads == (), (m.name, f.name)
+            found += f.pads
+            if f.pads:
+                assert f"pad #{f.pads[0]}" in str(f)
+        assert sorted(found) == written, m.name
+    assert funclets >= 100
+
+
 def test_disagreeing_assembly_text_is_refused(sample_compiled):
     m = next(m for m in sample_compiled[0] if m.has_eh)
     asm = m.result.asm
@@ -130,6 +156,9 @@ def test_disagreeing_assembly_text_is_refused(sample_compiled):
         recover(m.result.obj, asm.replace(".p2align\t4", ".p2align\t6"))
     with pytest.raises(BackendError):
         recover(m.result.obj, asm.replace("\t.seh_endprologue", "\t.frobnicate\n\t.seh_endprologue", 1))
+    with pytest.raises(BackendError) as info:     # a pad marker outside every function
+        recover(m.result.obj, "\t#APP\n\t# llilc.pad 0\n\t#NO_APP\n" + asm)
+    assert info.value.kind == "asm-mismatch" and "pad marker 0" in info.value.reason
 
 
 # -- llvm-readobj --unwind -----------------------------------------------------------------------

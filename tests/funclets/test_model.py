@@ -163,6 +163,25 @@ def test_every_sample_method_agrees_with_its_il(clone):
     assert eh >= 60
 
 
+@pytest.mark.parametrize("clone", [False, True], ids=["selectors", "clone-finally"])
+def test_every_handler_funclet_has_its_own_pad_marker(clone):
+    """Without pad markers no funclet has one; with them each handler funclet (each copy) carries the pad marker the reader wrote right after its
+    pad, numbered 0..n-1 over the method; the root and the filters carry none; and a pad
+    marker is no call site."""
+    for ref in METHODS:
+        m = analyze(ASM.body(ref.rid))
+        plain = translate(ASM, m, EE, Options(clone_finally=clone))
+        assert all(f.pad_marker is None for f in build_funclet_model(plain.module, plain.parent, m).funclets)
+        result = translate(ASM, m, EE, Options(clone_finally=clone, pad_markers=True))
+        model = build_funclet_model(result.module, result.parent, m)
+        handlers = [f for f in model.funclets if f.kind.is_handler]
+        assert sorted(f.pad_marker for f in handlers) == list(range(len(handlers))), ref.name
+        assert all(f.pad_marker is None for f in model.funclets if not f.kind.is_handler)
+        assert None not in {c.callsite for c in model.calls} and \
+            len({c.callsite for c in model.calls}) == len(model.calls), ref.name
+        assert all(f"pad marker {f.pad_marker}" in str(model) for f in handlers)
+
+
 def test_try_in_finally_copies_states_and_layout():
     _, _, model = build("Tests.TryInFinally.Program::Run")
     # clauses: #0 catch and #1 finally inside finally #2, whose try sits in try #3 (catch)
@@ -291,8 +310,8 @@ def test_a_cleanup_that_never_returns_encloses_where_its_exception_goes(shapes):
 
 # -- verify() catches broken modules -----------------------------------------------------------
 
-def _mutated(name: str, old: str, new: str):
-    m, result, _ = build(name)
+def _mutated(name: str, old: str, new: str, **options):
+    m, result, _ = build(name, **options)
     assert result.module.count(old) == 1, old
     text = result.module.replace(old, new)
     return build_funclet_model(text, result.parent, m)
@@ -326,6 +345,20 @@ def _rules(model):
 def test_verify_finds_a_broken_module(name, old, new, rule):
     model = _mutated(name, old, new)
     assert rule in _rules(model), [str(f) for f in model.verify()]
+
+
+def test_verify_finds_missing_repeated_and_shared_pad_markers():
+    name = "Tests.TryInFinally.Program::Run"
+    _, _, model = build(name, pad_markers=True)
+    marker = 'call void asm sideeffect "# llilc.pad 1", ""()'
+    assert _rules(model) == set()
+    missing = _mutated(name, "\n  " + marker, "", pad_markers=True)
+    assert {(f.rule, f.where) for f in missing.verify()} == {
+        ("pad-marker", next(f.label for f in model.funclets if f.pad_marker == 1))}
+    twice = _mutated(name, marker, marker + "\n  " + marker.replace(" 1\"", " 99\""), pad_markers=True)
+    assert "pad-marker" in _rules(twice)
+    shared = _mutated(name, marker, marker.replace(" 1\"", " 0\""), pad_markers=True)
+    assert [f.rule for f in shared.verify()] == ["pad-marker"] and "all carry pad marker 0" in str(shared.verify()[0])
 
 
 def test_verify_finds_a_broken_layout_and_tree():

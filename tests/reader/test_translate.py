@@ -45,7 +45,7 @@ def test_every_method_translates_verifies_and_lints(clone):
 def _pads(text: str) -> dict[int, str]:
     """IL clause index -> the pad instruction emitted for it (first copy)."""
     pads = {}
-    for label_clause, pad in re.findall(r"^[\w.-]+:  ; IL clause #(\d+)\n  (%\w+ = \w+pad .*)$", text, re.M):
+    for label_clause, pad in re.findall(r"^[\w.-]+:  ; IL clause #(\d+)\n  (%\w+ = \w+pad .*)$", text, re.MULTILINE):
         pads.setdefault(int(label_clause), pad)
     return pads
 
@@ -97,7 +97,7 @@ def test_selector_cases_one_per_leave_target():
     _, cloned = tr("Tests.FinallyTwoTargets.Program::TwoTargets", clone_finally=True)
     assert cloned.selector_cases == {} and "switch" not in cloned.module
     # the finally runs once per leave on the normal path: two normal copies instead of one
-    assert len(re.findall(r'^IL_0025\.c\d+:', cloned.module, re.M)) == 3   # 2 normal + 1 cleanup
+    assert len(re.findall(r'^IL_0025\.c\d+:', cloned.module, re.MULTILINE)) == 3   # 2 normal + 1 cleanup
 
 
 def test_leave_through_five_finallys_chains_every_copy():
@@ -134,6 +134,75 @@ def test_filters_are_outlined_and_reach_parent_locals():
     _, result = tr(_first_filter_using_locals())
     assert "@llvm.localescape(" in result.module and "@llvm.localrecover(" in result.module
     assert "$psp_slot_offset" in result.module and "$fp_offset" in result.module
+
+
+_PAD_LINE = re.compile(r"^  %\w+ = (?:catchpad|cleanuppad) .*\n(.*)$", re.MULTILINE)
+_PAD_MARKER = re.compile(r'^  call void asm sideeffect "# llilc\.pad (\d+)", ""\(\)$', re.MULTILINE)
+
+
+@pytest.mark.parametrize("clone", [False, True], ids=["selectors", "clone-finally"])
+def test_every_pad_is_followed_by_its_own_pad_marker(clone):
+    """With pad markers on, the first thing in every funclet is `# llilc.pad N`, N counting the method's pads from 0
+    in the order the module prints them (each copy of a handler's pad gets its own), with no
+    funclet bundle (inline asm, as the call-site marker) -- and the lint accepts it."""
+    copies = 0
+    for ref in EH_METHODS:
+        m = analyze(ASM.body(ref.rid))
+        assert "llilc.pad" not in translate(ASM, m, EE, Options(clone_finally=clone)).module  # off by default
+        result = translate(ASM, m, EE, Options(clone_finally=clone, pad_markers=True))
+        after = _PAD_LINE.findall(result.module)
+        assert len(after) == result.catchpads + result.cleanuppads, ref.name
+        numbers = [int(_PAD_MARKER.fullmatch(line).group(1)) for line in after]
+        assert numbers == list(range(len(after))), ref.name
+        assert len(_PAD_MARKER.findall(result.module)) == len(after)
+        assert not lint(result.module)
+        clauses = re.findall(r"^[\w.-]+:  ; IL clause #(\d+)\n  %\w+ = \w+pad ", result.module, re.MULTILINE)
+        copies += len(clauses) - len(set(clauses))
+    assert copies > 0     # handlers with several pads (copies) have a marker each
+
+
+def test_cloned_finally_copies_number_their_pads_apart(tmp_path):
+    """clone_finally gives each leave its own normal-path copy of a finally, and so each copy of
+    a try inside it its own catchpad: every one gets its own pad marker."""
+    from llilc_eh.check.toolchain import assemble
+    src = tmp_path / "cloned.il"
+    src.write_text("""
+.assembly extern mscorlib {}
+.assembly cloned {}
+.class public auto ansi T extends [mscorlib]System.Object {
+  .method public static void G() cil managed { ret }
+  .method public static void M(bool b) cil managed {
+    .maxstack 2
+    A:  ldarg.0
+        brfalse.s B
+        call void T::G()
+        leave.s X
+    B:  call void T::G()
+        leave.s Y
+    F:  call void T::G()
+        leave.s FE
+    FC: pop
+        leave.s FE
+    FE: endfinally
+    X:  ret
+    Y:  call void T::G()
+        ret
+    .try F to FC catch [mscorlib]System.Exception handler FC to FE
+    .try A to F finally handler F to X
+  }
+}
+""")
+    asm = Assembly(assemble(src, tmp_path, dll=True))
+    m = analyze(asm.body(asm.find_method("T::M").rid))
+    shared, cloned = (translate(asm, m, options=Options(clone_finally=c, pad_markers=True)) for c in (False, True))
+    for result in (shared, cloned):
+        after = _PAD_LINE.findall(result.module)
+        assert [int(_PAD_MARKER.fullmatch(line).group(1)) for line in after] == \
+            list(range(result.catchpads + result.cleanuppads))
+        assert not lint(result.module)
+    # the catch has a pad in the cleanup funclet and one per normal-path copy of the finally
+    assert (shared.catchpads, shared.cleanuppads) == (2, 1)
+    assert (cloned.catchpads, cloned.cleanuppads) == (3, 1)
 
 
 def test_output_is_deterministic():
