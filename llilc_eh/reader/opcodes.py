@@ -1117,7 +1117,7 @@ def varargs_cookie_home(tr) -> str | None:
 
     The first time, this gives the parent function its cookie parameter (`ptr`, after
     `this` and the return buffer, as in jitee's `llvm_param_roles`) and stores it in an
-    entry-block slot; `translate_block` asks before any block of a method is translated,
+    entry-block slot; `Translator.run` asks before any block of a method is translated,
     so a vararg method's prototype never depends on whether it executes `arglist`."""
     info = tr.ee.compiled_method(tr.rid)
     if not info.vararg:
@@ -1134,5 +1134,4 @@ def varargs_cookie_home(tr) -> str | None:
 
 
 def translate_block(tr, il_block, ctx, block, stack) -> None:
-    varargs_cookie_home(tr)
     BlockTranslator(tr, il_block, ctx, block, stack).run()

@@ -195,6 +195,8 @@ class Translator:
         if self.body.init_locals:   # `.locals init`: every local starts zeroed (ECMA-335 II.24.4.4)
             for slot, s in zip(self.locals, self.local_sigs):
                 fn.entry.emit(f"store {self._storage(s)} zeroinitializer, ptr {slot}")
+        from .opcodes import varargs_cookie_home
+        varargs_cookie_home(self)   # a vararg method's cookie parameter, whether or not it uses arglist
         main = Context("m", "main", self.tree.root, None, fn)
         self.main = main
         self._enqueue(0, main, ())
