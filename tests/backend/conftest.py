@@ -3,6 +3,7 @@ sample (our tests/il programs) translated once and compiled once at O0 and O2.""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -115,3 +116,38 @@ def readobj():
 def run_readobj(readobj: str, path, *flags: str) -> str:
     return subprocess.run([readobj, *flags, str(path)], check=True, capture_output=True,
                           text=True).stdout
+
+
+_READOBJ_ADDRESS = re.compile(r"(\S+?)(?: \+0x([0-9A-F]+))? \(0x[0-9A-F]+\)")
+
+
+def parse_readobj_unwind(text: str) -> dict[str, list[dict]]:
+    """{file: [{field: value, "codes": [line]}]} from `llvm-readobj --unwind f1 f2 ...`."""
+    files: dict[str, list[dict]] = {}
+    current = functions = None
+    in_codes = False
+    for line in text.splitlines():
+        s = line.strip()
+        if s.startswith("File: "):
+            functions = files.setdefault(s[len("File: "):], [])
+        elif s == "RuntimeFunction {":
+            current, in_codes = {"codes": []}, False
+            functions.append(current)
+        elif s == "UnwindCodes [":
+            in_codes = True
+        elif in_codes and s == "]":
+            in_codes = False
+        elif in_codes:
+            current["codes"].append(s)
+        elif current is not None and s.startswith("Flags ["):
+            current["Flags"] = int(re.search(r"\((0x[0-9A-F]+)\)", s).group(1), 16)
+        elif current is not None and ": " in s:
+            key, value = s.split(": ", 1)
+            current.setdefault(key, value)
+    return files
+
+
+def readobj_address(coff: CoffObject, text: str) -> int:
+    """An address as llvm-readobj prints it (`symbol +0xN (0xABS)`), resolved in `coff`."""
+    symbol, plus = _READOBJ_ADDRESS.fullmatch(text).groups()
+    return coff.symbol(symbol).value + int(plus or "0", 16)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import capstone
 import pytest
-from conftest import OPT_LEVELS, run_readobj
+from conftest import OPT_LEVELS, parse_readobj_unwind, readobj_address, run_readobj
 
 from llilc_eh.assembly.body import ClauseKind
 from llilc_eh.assembly.loader import Assembly
@@ -273,7 +273,6 @@ def test_a_runtime_lookup_of_every_return_address_visits_the_dispatch_chain(samp
 
 # -- 5. unwind ----------------------------------------------------------------------------------
 
-_ADDRESS = re.compile(r"(\S+?)(?: \+0x([0-9A-F]+))? \(0x[0-9A-F]+\)")
 _CODE = re.compile(r"0x([0-9A-F]{2}): (\w+)(?: (.*))?")
 
 
@@ -292,36 +291,9 @@ class ListedFunction:
     handler: str | None
 
 
-def parse_readobj_unwind(text: str) -> dict[str, list[dict]]:
-    """{file: [{field: value, "codes": [line]}]} from `llvm-readobj --unwind f1 f2 ...`."""
-    files: dict[str, list[dict]] = {}
-    current = functions = None
-    in_codes = False
-    for line in text.splitlines():
-        s = line.strip()
-        if s.startswith("File: "):
-            functions = files.setdefault(s[len("File: "):], [])
-        elif s == "RuntimeFunction {":
-            current, in_codes = {"codes": []}, False
-            functions.append(current)
-        elif s == "UnwindCodes [":
-            in_codes = True
-        elif in_codes and s == "]":
-            in_codes = False
-        elif in_codes:
-            current["codes"].append(s)
-        elif current is not None and s.startswith("Flags ["):
-            current["Flags"] = int(re.search(r"\((0x[0-9A-F]+)\)", s).group(1), 16)
-        elif current is not None and ": " in s:
-            key, value = s.split(": ", 1)
-            current.setdefault(key, value)
-    return files
-
-
 def listed_function(coff, raw: dict) -> ListedFunction:
     def address(text: str) -> int:
-        symbol, plus = _ADDRESS.fullmatch(text).groups()
-        return coff.symbol(symbol).value + int(plus or "0", 16)
+        return readobj_address(coff, text)
 
     codes = []
     for line in raw["codes"]:

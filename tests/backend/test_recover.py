@@ -8,7 +8,7 @@ import collections
 import re
 
 import pytest
-from conftest import OPT_LEVELS, run_readobj
+from conftest import OPT_LEVELS, parse_readobj_unwind, readobj_address, run_readobj
 
 from llilc_eh.backend.codegen import object_symbol
 from llilc_eh.backend.recover import FUNCLET_NAME, recover
@@ -163,35 +163,6 @@ def test_disagreeing_assembly_text_is_refused(sample_compiled):
 
 # -- llvm-readobj --unwind -----------------------------------------------------------------------
 
-_ADDRESS = re.compile(r"(\S+?)(?: \+0x([0-9A-F]+))? \((0x[0-9A-F]+)\)$")
-
-
-def readobj_unwind(text: str) -> list[dict]:
-    functions, current, codes = [], None, None
-    for line in text.splitlines():
-        s = line.strip()
-        if s == "RuntimeFunction {":
-            current, codes = {"codes": []}, False
-            functions.append(current)
-        elif s == "UnwindCodes [":
-            codes = True
-        elif s == "]" and codes:
-            codes = False
-        elif codes:
-            current["codes"].append(s)
-        elif current is not None and s.startswith("Flags ["):
-            current["Flags"] = int(re.search(r"\((0x[0-9A-F]+)\)", s).group(1), 16)
-        elif current is not None and ": " in s:
-            key, value = s.split(": ", 1)
-            current.setdefault(key, value)
-    return functions
-
-
-def _resolve(coff, text: str) -> int:
-    symbol, plus, _ = _ADDRESS.fullmatch(text).groups()
-    return coff.symbol(symbol).value + int(plus or "0", 16)
-
-
 def test_unwind_info_agrees_with_readobj(sample_compiled, readobj, tmp_path):
     chosen = [m for m in sample_compiled[0] if m.pads >= 3][:2] + \
              [m for m in sample_compiled[2] if m.pads >= 2][:2]
@@ -199,14 +170,14 @@ def test_unwind_info_agrees_with_readobj(sample_compiled, readobj, tmp_path):
     for m in chosen:
         path = tmp_path / f"m{m.rid}_O{m.opt}.obj"
         path.write_bytes(m.result.obj)
-        listed = readobj_unwind(run_readobj(readobj, path, "--unwind"))
+        (listed,) = parse_readobj_unwind(run_readobj(readobj, path, "--unwind")).values()
         ours = [f for f in m.recovered.functions if f.unwind is not None]
         assert len(listed) == len(ours) == len(m.coff.runtime_functions())
         for theirs, f in zip(listed, ours):
             info = f.unwind
-            assert _resolve(m.coff, theirs["StartAddress"]) == f.start
-            assert _resolve(m.coff, theirs["EndAddress"]) == f.end
-            assert _resolve(m.coff, theirs["UnwindInfoAddress"]) == f.unwind_offset
+            assert readobj_address(m.coff, theirs["StartAddress"]) == f.start
+            assert readobj_address(m.coff, theirs["EndAddress"]) == f.end
+            assert readobj_address(m.coff, theirs["UnwindInfoAddress"]) == f.unwind_offset
             assert int(theirs["Version"]) == info.version and theirs["Flags"] == int(info.flags)
             assert int(theirs["PrologSize"]) == info.prolog_size
             assert int(theirs["UnwindCodeCount"]) == info.count_of_codes
