@@ -304,25 +304,21 @@ def unwind(view: MethodView) -> str:
 # checks, error, timings
 
 
+def _findings(check: str, findings) -> list[str]:
+    """One check's line (clean, N findings, or not run: None) and its findings."""
+    if findings is None:
+        return [f"{check}: not run"]
+    return [f"{check}: " + ("clean" if not findings else f"{len(findings)} finding(s)")] + [f"  {f}" for f in findings]
+
+
 def checks(view: MethodView) -> str:
     run = view.run
     lines = []
-    if run.clauses is not None:
-        lines.append(f"validator ({run.profile}): " + ("clean" if not run.findings else
-                                                      f"{len(run.findings)} finding(s)"))
-        lines += [f"  {f}" for f in run.findings]
-    else:
-        lines.append("validator: not run")
-    if run.image is not None:
-        lines.append("image verify: " + ("clean" if not run.image_findings else
-                                         f"{len(run.image_findings)} finding(s)"))
-        lines += [f"  {f}" for f in run.image_findings]
-    else:
-        lines.append("image verify: not run")
+    lines += _findings(f"validator ({run.profile})" if run.clauses is not None else "validator",
+                       run.findings if run.clauses is not None else None)
+    lines += _findings("image verify", run.image_findings if run.image is not None else None)
     if run.model is not None:
-        lines.append("funclet model verify: " + ("clean" if not view.model_findings else
-                                                 f"{len(view.model_findings)} finding(s)"))
-        lines += [f"  {f}" for f in view.model_findings]
+        lines += _findings("funclet model verify", view.model_findings)
     if run.differential is not None:
         # LLVM's table describes LLVM's own layout (the object's .text), so its offsets are those.
         lines.append("LLVM differential (in LLVM's own layout: .text offsets of method.obj): "
