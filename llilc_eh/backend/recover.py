@@ -350,6 +350,10 @@ def recover(obj: bytes | CoffObject, asm: str) -> RecoveredCode:
     code = text.data
     md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
     md.syntax = capstone.CS_OPT_SYNTAX_ATT
+    # One linear sweep decodes almost every instruction at once (LLVM puts no data in
+    # .text); where the sweep went out of step with the text's walk, or stopped at bytes it
+    # cannot decode, the instruction is decoded on its own at the walk's offset.
+    swept = {d[0]: d for d in md.disasm_lite(code, 0)}
 
     function_symbols = {s.name: s for s in coff.functions_in(".text")}
     labels: dict[str, int] = {}
@@ -408,7 +412,7 @@ def recover(obj: bytes | CoffObject, asm: str) -> RecoveredCode:
         # an instruction
         if offset >= len(code):
             raise _bad(f"instruction {item.text} past the end of .text ({len(code)} bytes)", offset)
-        decoded = next(md.disasm_lite(code[offset:offset + 16], offset, 1), None)
+        decoded = swept.get(offset) or next(md.disasm_lite(code[offset:offset + 16], offset, 1), None)
         if decoded is None:
             raise _bad(f"capstone cannot decode the bytes of {item.text} {item.args}", offset)
         _, size, mnemonic, operands = decoded

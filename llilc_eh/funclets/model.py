@@ -103,7 +103,7 @@ from dataclasses import dataclass, field
 
 from ..errors import FuncletError, ReaderError
 from ..il.regions import Region, RegionKind, RegionTree
-from ..reader.lint import parse, read_functions
+from ..reader.lint import read_module
 from ..reader.translate import CALLSITE_MARKER, PAD_MARKER
 
 NO_STATE = -1   # the caller: no handler of this method
@@ -443,10 +443,9 @@ def build_funclet_model(module_text: str, parent: str, il_method=None) -> Funcle
     """
     where = getattr(il_method, "name", None)
     try:
-        module = parse(module_text)
+        _, functions = read_module(module_text)
     except ReaderError as e:
         raise FuncletError(e.reason, method=where, kind="llvm-parse") from None
-    functions = read_functions(module)
     sources = _read_source(module_text)
     if len(sources) != len(functions):
         raise FuncletError(f"{len(sources)} functions in the text, {len(functions)} in LLVM's print",

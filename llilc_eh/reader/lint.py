@@ -70,6 +70,7 @@ the reader emits none).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -103,7 +104,7 @@ _WITHIN = re.compile(r'\bwithin (none|' + _LOCAL + r')')
 _FUNCLET_BUNDLE = re.compile(r'"funclet"\(token (' + _LOCAL + r'|none)\)')
 _CALLEE = re.compile(r'(@' + _IDENT + r'|' + _LOCAL + r'|\basm\b)')
 _GROUP_REF = re.compile(r'#\d+')
-_ATTRIBUTE_GROUP = re.compile(r'^attributes (#\d+) = \{(.*)\}', re.M)
+_ATTRIBUTE_GROUP = re.compile(r'^attributes (#\d+) = \{(.*)\}', re.MULTILINE)
 _DECLARE_NAME = re.compile(r'@(' + _IDENT + r')\(')
 _CONSTANT_I32 = re.compile(r'i32 -?\d+')
 
@@ -129,7 +130,7 @@ class LintFinding:
 @dataclass(eq=False)
 class _Inst:
     text: str                       # one line, whitespace collapsed, as LLVM prints it
-    block: "_Block"
+    block: _Block
     name: str | None                # the value it defines (`%x`), if any
     opcode: str
     body: str                       # the text from the opcode on
@@ -159,8 +160,7 @@ def _instruction(text: str, block: _Block) -> _Inst:
     name = m.group(1) if m else None
     rest = text[m.end():] if m else text
     for marker in _CALL_MARKERS:
-        if rest.startswith(marker):
-            rest = rest[len(marker):]
+        rest = rest.removeprefix(marker)
     opcode = rest.split(" ", 1)[0]
     labels, locals_ = [], []
     for t in _TOKEN.finditer(rest):
@@ -541,10 +541,25 @@ def read_functions(module) -> list[_Function]:
     return _functions(str(module))
 
 
-def lint_module(module) -> list[LintFinding]:
-    """Every funclet-rule violation in a parsed llvmlite module, function by function."""
+def read_module(module_text: str):
+    """(parsed module, `read_functions` of it) for a module text, remembered for the last
+    few texts: the pipeline's lint and funclet model read the same module one after the
+    other, and parsing, printing and reading it is most of what either costs. The two
+    only read what they get."""
+    return _read_module(module_text)
+
+
+@functools.lru_cache(maxsize=2)
+def _read_module(module_text: str):
+    module = parse(module_text)
+    return module, read_functions(module)
+
+
+def lint_module(module, functions: list[_Function] | None = None) -> list[LintFinding]:
+    """Every funclet-rule violation in a parsed llvmlite module, function by function
+    (`functions`: its `read_functions`, when the caller has them)."""
     findings: list[LintFinding] = []
-    for f in _functions(str(module)):
+    for f in functions if functions is not None else _functions(str(module)):
         for rule in _RULE_FUNCTIONS:
             rule(f, findings)
     return findings
@@ -575,8 +590,8 @@ def check_module(module_text: str, *, method: str | None = None):
     every finding, or the parser's or verifier's error, naming `method` when given.
     """
     try:
-        module = parse(module_text)
-        findings = lint_module(module)
+        module, functions = read_module(module_text)
+        findings = lint_module(module, functions)
         if findings:
             raise ReaderError(f"{len(findings)} funclet lint finding(s):\n" + "\n".join(map(str, findings)),
                               kind="funclet-lint")
