@@ -24,10 +24,10 @@ What is counted where:
   `codegen` (pickling, pipes, scheduling), is shown apart and is not in the stage total.
 * LLVM = the worker's time + LLVM's work inside this process. `lint` parses the module
   with llvmlite, prints it (`str(module)`: LLVM's printer, which the lint reads), runs the
-  Python rules and LLVM's verifier; `model` parses and prints the same text again. Those
-  LLVM calls are timed in a side measurement after the run (`reader.lint.parse`,
+  Python rules and LLVM's verifier; `model` reuses that reading (`reader.lint.read_module`).
+  Those LLVM calls are timed in a side measurement after the run (`reader.lint.parse`,
   `str(module)`, `reader.lint.verify_module` on each method's module): lint's LLVM share is
-  parse + print + verify, model's is parse + print. Python = everything else, which
+  parse + print + verify. Python = everything else, which
   includes the native libraries Python drives (capstone in recovery and image, construct,
   dnfile); `--profile` shows how much.
 * single-core methods/s = methods / sum of stage times (one core doing all of it, without
@@ -251,10 +251,9 @@ def split_table(runs: list[MethodRun], totals: dict[str, float], total: float,
     worker_total = totals["codegen"]
     p, pr, v = (sum(side[k]) for k in ("parse", "print", "verify"))
     lint_llvm = min(p + pr + v, totals["lint"])
-    model_llvm = min(p + pr, totals["model"])
-    llvm_total = worker_total + lint_llvm + model_llvm
+    llvm_total = worker_total + lint_llvm
     python = total - llvm_total
-    front_python = sum(totals[s] for s in FRONT) - lint_llvm - model_llvm
+    front_python = sum(totals[s] for s in FRONT) - lint_llvm
     back_python = sum(totals[s] for s in BACK)
 
     def line(label: str, seconds: float, indent: int = 2) -> None:
@@ -265,9 +264,7 @@ def split_table(runs: list[MethodRun], totals: dict[str, float], total: float,
     line("worker (stage codegen)", worker_total, 4)
     for k, label in WORKER_PARTS:
         line(label, worker[k], 6)
-    line("in this process (side measurement)", lint_llvm + model_llvm, 4)
-    line("lint: parse + print + verify", lint_llvm, 6)
-    line("model: parse + print again", model_llvm, 6)
+    line("in this process: lint's parse + print + verify", lint_llvm, 4)
     line("Python (incl. capstone, construct, dnfile)", python)
     line("front half (il, reader, lint, model)", front_python, 4)
     line("back half (recover ... differential)", back_python, 4)
@@ -276,7 +273,7 @@ def split_table(runs: list[MethodRun], totals: dict[str, float], total: float,
         print(f"  side measurement over {len(side['parse'])} modules: parse {p:.2f} s, print {pr:.2f} s, "
               f"verify {v:.2f} s (median {med['parse']:.2f} / {med['print']:.2f} / {med['verify']:.2f} ms);")
         print(f"  lint's Python rules = lint stage - those = {totals['lint'] - lint_llvm:.2f} s")
-    return {"llvm": llvm_total, "llvm_worker": worker_total, "llvm_in_process": lint_llvm + model_llvm,
+    return {"llvm": llvm_total, "llvm_worker": worker_total, "llvm_in_process": lint_llvm,
             "python": python, "python_front": front_python, "python_back": back_python,
             **{f"worker_{k}": worker[k] for k, _ in WORKER_PARTS}}
 
@@ -287,7 +284,7 @@ def cpu_lines(n: int, batch: Batch, side: dict[str, list[float]], split: dict[st
     c = batch.cpu
     main = c["front"] + c["llvm-main"] + c["back"]
     total = main + c["workers"]
-    llvm_here = 2 * sum(side["cpu-parse"]) + 2 * sum(side["cpu-print"]) + sum(side["cpu-verify"])
+    llvm_here = sum(side["cpu-parse"]) + sum(side["cpu-print"]) + sum(side["cpu-verify"])
     llvm = c["workers"] + llvm_here
     python = main - llvm_here
     print("CPU time (the figures above are wall time; with other load on the machine they include")
@@ -302,7 +299,7 @@ def cpu_lines(n: int, batch: Batch, side: dict[str, list[float]], split: dict[st
     row("this process, during the LLVM phase", c["llvm-main"], "   (isolation: pickling, pipes)")
     row("this process, back half", c["back"], f"   (wall {batch.wall['back']:.2f} s; median {med['back']:.2f} ms/method)")
     row("LLVM workers (/proc user + system)", c["workers"], f"   (worker-reported {split['llvm_worker']:.2f} s wall)")
-    row("LLVM = workers + lint/model parse, print, verify", llvm)
+    row("LLVM = workers + lint parse, print, verify", llvm)
     row("Python = this process - its LLVM calls", python)
     print(f"  {'single core by CPU time':<48} {total:8.2f} s {n / total:8.1f} methods/s")
     if python > 0:
