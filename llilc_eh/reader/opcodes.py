@@ -7,11 +7,13 @@ an explicit test branching to a cold block that calls a noreturn CORINFO_HELP_* 
 (DESIGN.md decision 6). An opcode this reader does not translate yet is a ReaderError
 naming it and its IL offset, never a wrong translation.
 
-Prefixes: `constrained.` is consumed by the `callvirt` it prefixes; `volatile.` holds for
-the one instruction that follows and is honoured by `cpblk`/`initblk` only (a volatile
-`llvm.memcpy`/`llvm.memset`); `unaligned.` needs nothing there, as their memcpy/memset
-claim no alignment. ldind/stind/ldfld/ldobj & co. ignore both prefixes (their plain loads
-and stores assume the type's ABI alignment, which x64 does not enforce).
+Prefixes: `constrained.` is consumed by the `callvirt` it prefixes. `volatile.` and
+`unaligned. N` hold for the one instruction that follows (ECMA-335 III.2.5, III.2.6): the
+memory access of ldind/stind, ldfld/stfld, ldsfld/stsfld, ldobj/stobj becomes a `load
+volatile`/`store volatile` (a volatile `llvm.memcpy` for a value type), with `align N`
+under `unaligned.`; cpblk/initblk become a volatile `llvm.memcpy`/`llvm.memset`, and
+`unaligned.` needs nothing there, as their memcpy/memset claim no alignment. Without a
+prefix, loads and stores assume the type's ABI alignment (which x64 does not enforce).
 
 Blocks of memory and typed references (ECMA-335 Partition III), as measured on CoreCLR 3.1
 by tests/reader/typed_refs_and_blocks.il:
@@ -67,8 +69,20 @@ import re
 from ..assembly.signatures import CallKind, ElementType, PrimitiveType
 from ..il.opcodes import Flow, OperandKind
 from .helpers import IMPLICIT_CHECKS
-from .jitee import TYPEDREF_SIZE, TYPEDREF_TYPE_OFFSET, TYPEDREF_VALUE_OFFSET, StackKind, is_void
-from .translate import ARRAY_DATA_OFFSET, ARRAY_LENGTH_OFFSET, SV, _KIND_OF_STACK, _LLVM_OF_KIND
+from .jitee import (
+    TYPEDREF_SIZE,
+    TYPEDREF_TYPE_OFFSET,
+    TYPEDREF_VALUE_OFFSET,
+    StackKind,
+    is_void,
+)
+from .translate import (
+    _KIND_OF_STACK,
+    _LLVM_OF_KIND,
+    ARRAY_DATA_OFFSET,
+    ARRAY_LENGTH_OFFSET,
+    SV,
+)
 
 # Element types named by typed opcodes (ldind.*, stind.*, ldelem.*, stelem.*, conv.*):
 # LLVM storage type, stack kind, signed, size.
@@ -111,6 +125,7 @@ class BlockTranslator:
         self.region = tr.tree.innermost(il_block.start)
         self.prefix_constrained = None
         self.prefix_volatile = False       # `volatile.` before the current instruction
+        self.prefix_unaligned: int | None = None   # `unaligned. N` before it: N
 
     # -- small helpers ----------------------------------------------------------------------
 
@@ -186,24 +201,25 @@ class BlockTranslator:
         if kind == "vt":
             size, align = self.tr.ee.size_and_align(sig)
             copy = self.temp(f"[{size} x i8]", max(align, 1))
-            self.memcpy(copy, addr, size)
+            self.memcpy(copy, addr, size, self.prefix_volatile)
             self.push("vt", copy, sig)
             return
         storage = self.tr.ee.storage_type(sig)
         v = self.v()
-        self.emit(f"{v} = load {storage}, ptr {addr}")
+        self.load(v, storage, addr)
         self.push(kind, self.widen(v, storage, kind, self.tr.ee.is_signed(sig)), sig)
 
     def store_sig(self, addr, sv, sig):
         if self.tr.ee.stack_kind(sig) is StackKind.VALUE:
-            self.memcpy(addr, sv.op, self.tr.ee.size_and_align(sig)[0])
+            self.memcpy(addr, sv.op, self.tr.ee.size_and_align(sig)[0], self.prefix_volatile)
             return
         storage = self.tr.ee.storage_type(sig)
-        self.emit(f"store {storage} {self.narrow(sv, storage)}, ptr {addr}")
+        self.store(storage, self.narrow(sv, storage), addr)
 
-    def memcpy(self, dst, src, size):
+    def memcpy(self, dst, src, size, volatile: bool = False):
         self.tr.declares["llvm.memcpy"] = "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)"
-        self.emit(f"call void @llvm.memcpy.p0.p0.i64(ptr {dst}, ptr {src}, i64 {size}, i1 false)")
+        self.emit(f"call void @llvm.memcpy.p0.p0.i64(ptr {dst}, ptr {src}, i64 {size}, "
+                  f"i1 {'true' if volatile else 'false'})")
 
     def memset(self, dst, size):
         self.tr.declares["llvm.memset"] = "declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)"
@@ -257,13 +273,27 @@ class BlockTranslator:
                 self.prefix_constrained = ins.operand
             elif ins.op.name == "volatile.":
                 self.prefix_volatile = True
+            elif ins.op.name == "unaligned.":
+                self.prefix_unaligned = ins.operand
             return
         self.dispatch(ins)
-        self.prefix_volatile = False     # a prefix holds for one instruction
+        self.prefix_volatile, self.prefix_unaligned = False, None     # a prefix holds for one instruction
+
+    def load(self, v, storage, addr):
+        """`v = load` of the current instruction's memory access, with its prefixes."""
+        vol = "volatile " if self.prefix_volatile else ""
+        align = f", align {self.prefix_unaligned}" if self.prefix_unaligned else ""
+        self.emit(f"{v} = load {vol}{storage}, ptr {addr}{align}")
+
+    def store(self, storage, value, addr):
+        """`store` of the current instruction's memory access, with its prefixes."""
+        vol = "volatile " if self.prefix_volatile else ""
+        align = f", align {self.prefix_unaligned}" if self.prefix_unaligned else ""
+        self.emit(f"store {vol}{storage} {value}, ptr {addr}{align}")
 
     def dispatch(self, ins):
         name = ins.op.name
-        stem = name[:-2] if name.endswith(".s") else name
+        stem = name.removesuffix(".s")
         handler = _SIMPLE.get(stem)
         if handler is not None:
             handler(self, ins)
@@ -856,13 +886,13 @@ class BlockTranslator:
         addr = self.pop(ins.offset)
         storage, kind, signed, _ = _ELEM[stem.rsplit(".", 1)[1]]
         v = self.v()
-        self.emit(f"{v} = load {storage}, ptr {self.narrow(addr, 'ptr')}")
+        self.load(v, storage, self.narrow(addr, "ptr"))
         self.push(kind, self.widen(v, storage, kind, signed))
 
     def stind(self, ins, stem):
         value, addr = self.pop(ins.offset), self.pop(ins.offset)
         storage = _ELEM[stem.rsplit(".", 1)[1]][0]
-        self.emit(f"store {storage} {self.narrow(value, storage)}, ptr {self.narrow(addr, 'ptr')}")
+        self.store(storage, self.narrow(value, storage), self.narrow(addr, "ptr"))
 
     def ldobj(self, ins):
         addr = self.pop(ins.offset)

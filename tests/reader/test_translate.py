@@ -19,7 +19,7 @@ from llilc_eh.errors import ReaderError
 from llilc_eh.il.method import analyze
 from llilc_eh.il.regions import RegionKind
 from llilc_eh.reader.jitee import JitEE
-from llilc_eh.reader.lint import check_module, lint
+from llilc_eh.reader.lint import check_module, lint, verify
 from llilc_eh.reader.translate import Options, translate
 
 ASM = Assembly(sample_path())
@@ -203,6 +203,63 @@ def test_cloned_finally_copies_number_their_pads_apart(tmp_path):
     # the catch has a pad in the cleanup funclet and one per normal-path copy of the finally
     assert (shared.catchpads, shared.cleanuppads) == (2, 1)
     assert (cloned.catchpads, cloned.cleanuppads) == (3, 1)
+
+
+def test_volatile_and_unaligned_prefixes_reach_the_memory_access(tmp_path):
+    """`volatile.` makes the one access it prefixes a volatile load/store (a volatile memcpy
+    for a value type); `unaligned. N` gives it `align N`; the access after it is plain again."""
+    from llilc_eh.check.toolchain import assemble
+    src = tmp_path / "prefixes.il"
+    src.write_text("""
+.assembly extern mscorlib {}
+.assembly prefixes {}
+.class public sequential ansi sealed V extends [mscorlib]System.ValueType { .field public int64 a .field public int64 b }
+.class public auto ansi T extends [mscorlib]System.Object {
+  .field public int32 f
+  .field public static int16 s
+  .method public static int32 M(int32* p, class T t, valuetype V* v) cil managed {
+    .maxstack 4
+    .locals init (valuetype V w, int32 r)
+    .try {
+      ldarg.0
+      volatile. ldind.i4
+      ldarg.0
+      ldc.i4.7
+      unaligned. 1 stind.i4
+      ldarg.1
+      volatile. ldfld int32 T::f
+      add
+      ldarg.1
+      ldc.i4.3
+      volatile. unaligned. 2 stfld int32 T::f
+      ldc.i4.5
+      volatile. stsfld int16 T::s
+      ldarg.2
+      volatile. ldobj V
+      stloc.0
+      ldarg.0
+      ldind.i4
+      add
+      stloc.1
+      leave.s done
+    } catch [mscorlib]System.Exception { pop  ldc.i4.m1  stloc.1  leave.s done }
+    done: ldloc.1
+    ret
+  }
+}
+""")
+    asm = Assembly(assemble(src, tmp_path, dll=True))
+    result = translate(asm, analyze(asm.body(asm.find_method("T::M").rid)))
+    ir = result.module
+    assert re.search(r"= load volatile i32, ptr %\S+\n", ir)                 # volatile. ldind.i4
+    assert re.search(r"store i32 7, ptr %\S+, align 1\n", ir)                # unaligned. 1 stind.i4
+    assert len(re.findall(r"= load volatile i32, ptr ", ir)) == 2             # ... and volatile. ldfld
+    assert re.search(r"store volatile i32 3, ptr %\S+, align 2\n", ir)       # volatile. unaligned. 2 stfld
+    assert re.search(r"store volatile i16 \S+, ptr ", ir)                    # volatile. stsfld
+    assert re.search(r"memcpy\.p0\.p0\.i64\(ptr %\S+, ptr %\S+, i64 16, i1 true\)", ir)  # volatile. ldobj V
+    assert len(re.findall(r"= load i32, ptr ", ir)) >= 1                      # the last ldind.i4: plain
+    assert not lint(ir)
+    verify(ir)
 
 
 def test_output_is_deterministic():
