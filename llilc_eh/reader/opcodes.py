@@ -882,30 +882,37 @@ class BlockTranslator:
 
     # -- indirect access -------------------------------------------------------------------------
 
+    def deref(self, addr) -> str:
+        """An address an indirect access goes through: NullReferenceException when it is null
+        (the `null-deref` check; LLVM folds it away for addresses of locals)."""
+        ptr = self.narrow(addr, "ptr")
+        self.null_check(ptr)
+        return ptr
+
     def ldind(self, ins, stem):
         addr = self.pop(ins.offset)
         storage, kind, signed, _ = _ELEM[stem.rsplit(".", 1)[1]]
         v = self.v()
-        self.load(v, storage, self.narrow(addr, "ptr"))
+        self.load(v, storage, self.deref(addr))
         self.push(kind, self.widen(v, storage, kind, signed))
 
     def stind(self, ins, stem):
         value, addr = self.pop(ins.offset), self.pop(ins.offset)
         storage = _ELEM[stem.rsplit(".", 1)[1]][0]
-        self.store(storage, self.narrow(value, storage), self.narrow(addr, "ptr"))
+        self.store(storage, self.narrow(value, storage), self.deref(addr))
 
     def ldobj(self, ins):
         addr = self.pop(ins.offset)
-        self.load_sig(self.narrow(addr, "ptr"), self.tr.ee.token_type(ins.operand))
+        self.load_sig(self.deref(addr), self.tr.ee.token_type(ins.operand))
 
     def stobj(self, ins):
         value, addr = self.pop(ins.offset), self.pop(ins.offset)
-        self.store_sig(self.narrow(addr, "ptr"), value, self.tr.ee.token_type(ins.operand))
+        self.store_sig(self.deref(addr), value, self.tr.ee.token_type(ins.operand))
 
     def initobj(self, ins):
         addr = self.pop(ins.offset)
         sig = self.tr.ee.token_type(ins.operand)
-        self.memset(self.narrow(addr, "ptr"), self.tr.ee.size_and_align(sig)[0])
+        self.memset(self.deref(addr), self.tr.ee.size_and_align(sig)[0])
 
     def sizeof(self, ins):
         self.push("i32", str(self.tr.ee.size_and_align(self.tr.ee.token_type(ins.operand))[0]))

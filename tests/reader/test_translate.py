@@ -246,6 +246,11 @@ def test_volatile_and_unaligned_prefixes_reach_the_memory_access(tmp_path):
     done: ldloc.1
     ret
   }
+  .method public static int32 N(int32* p, valuetype V* v) cil managed {
+    .maxstack 2
+    ldarg.1  initobj V
+    ldarg.0  ldind.i4  ret
+  }
 }
 """)
     asm = Assembly(assemble(src, tmp_path, dll=True))
@@ -260,6 +265,11 @@ def test_volatile_and_unaligned_prefixes_reach_the_memory_access(tmp_path):
     assert len(re.findall(r"= load i32, ptr ", ir)) >= 1                      # the last ldind.i4: plain
     assert not lint(ir)
     verify(ir)
+    # an indirect access through a null address raises NullReferenceException (measured on
+    # CoreCLR: helpers.IMPLICIT_CHECKS), so initobj and ldind test their address first
+    plain = translate(asm, analyze(asm.body(asm.find_method("T::N").rid))).module
+    assert plain.count("icmp eq ptr %") == 2 and plain.count("call void @CORINFO_HELP_THROWNULLREF()") == 2
+    verify(plain)
 
 
 def test_output_is_deterministic():
