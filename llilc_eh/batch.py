@@ -399,5 +399,14 @@ def _translate_summary(reports: list[FileReport]) -> list[str]:
     return lines
 
 
+def timings_report(reports: list[FileReport]) -> str:
+    """Per-method pipeline time (this process's stages + the LLVM worker's), slowest first:
+    `seconds<TAB>assembly<TAB>method`. Timings vary run to run, so they live here and in the
+    summary, never in the deterministic JSON report."""
+    rows = sorted(((t, Path(r.path).name, name) for r in reports for t, name in r.method_seconds),
+                  key=lambda x: (-x[0], x[1], x[2]))
+    return "seconds\tassembly\tmethod\n" + "".join(f"{t:.4f}\t{a}\t{m}\n" for t, a, m in rows)
+
+
 def json_report(reports: list[FileReport]) -> str:
     return json.dumps({"files": [r.as_dict() for r in reports]}, indent=1, sort_keys=True) + "\n"

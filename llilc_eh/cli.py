@@ -239,6 +239,8 @@ def cmd_validate(args) -> int:
     wall = time.perf_counter() - t0
     if args.json:
         Path(args.json).write_text(batch.json_report(reports))
+    if args.timings:
+        Path(args.timings).write_text(batch.timings_report(reports))
     print(batch.summary(reports, wall))
     if args.list_failures:
         for r in reports:
@@ -290,6 +292,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also run the whole pipeline on every EH method: IR, lint, verify, LLVM code, final image, "
                         "clauses, unwind, validator, LLVM differential")
     p.add_argument("--opt", type=int, choices=(0, 1, 2, 3), default=2, help="LLVM optimisation level (--translate)")
+    p.add_argument("--timings", metavar="FILE",
+                   help="with --translate: write every method's pipeline time (TSV, slowest first; not deterministic, "
+                        "so not in the JSON report)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_validate)
     return ap

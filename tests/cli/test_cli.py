@@ -66,6 +66,29 @@ def test_validate_survives_bad_files_and_is_deterministic(tmp_path):
     assert files["sample.dll"]["with_eh"] >= 40 and files["sample.dll"]["failures"] == []
 
 
+def test_validate_translate_runs_the_whole_pipeline(tmp_path):
+    """`validate --translate`: every EH method of the sample end to end at O2, a coverage table,
+    a JSON report identical with 1 and 2 jobs, per-method timings apart from it."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "sample.dll").write_bytes(sample_path().read_bytes())
+    (folder / "broken.dll").write_bytes(sample_path().read_bytes()[:300])
+    outs = []
+    for n in (1, 2):
+        report, timings = tmp_path / f"r{n}.json", tmp_path / f"t{n}.tsv"
+        proc = llilc("validate", str(folder), "--translate", "--jobs", str(n), "--json", str(report),
+                     "--timings", str(timings), "-q")
+        assert proc.returncode == 0, proc.stderr
+        outs.append(report.read_bytes())
+        sample = next(f for f in json.loads(outs[-1])["files"] if f["path"].endswith("sample.dll"))
+        assert sample["translated"] == sample["with_eh"] == 67 and sample["translate_failures"] == []
+        assert sum(sample["differential"].values()) == 67 and "unexplained" not in sample["differential"]
+        rows = timings.read_text().splitlines()
+        assert len(rows) == 1 + 67 and all(float(r.split("\t")[0]) > 0 for r in rows[1:])
+        assert "pipeline: 67 of 67 EH methods end to end clean" in proc.stdout
+    assert outs[0] == outs[1]
+
+
 def test_r2r_side_by_side():
     from llilc_eh.assembly.corpus import Corpus
     dll = Corpus().find("System.Data.Common.dll").location
