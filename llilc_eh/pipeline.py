@@ -221,7 +221,7 @@ class Pipeline:
             run.findings = validate(run.clauses, self.profile)
             clock.lap("validate")
             if self.differential:
-                run.differential = llvm_differential(run.model, run.recovered, run.coff)
+                run.differential = llvm_differential(run.model, run.recovered, run.coff, run.image.funclet_code)
                 clock.lap("differential")
         except LlilcEhError as e:
             run.error = e.for_method(run.name)

@@ -27,7 +27,7 @@ from llilc_eh.assembly.corpus import Corpus
 from llilc_eh.assembly.loader import Assembly
 from llilc_eh.backend.codegen import CodegenPool
 from llilc_eh.clauses import validate
-from llilc_eh.clauses.generate import funclet_code, generate_clauses, match_call_sites
+from llilc_eh.clauses.generate import generate_clauses, match_call_sites
 from llilc_eh.errors import LlilcEhError
 from llilc_eh.funclets import FuncletKind
 from llilc_eh.pipeline import Pipeline, eh_methods
@@ -83,7 +83,7 @@ def main() -> int:
                 name = f"{Path(path).name} {run.name}"
                 model = run.model
                 try:
-                    match = match_call_sites(model, run.recovered, funclet_code(model, run.recovered, run.coff))
+                    match = match_call_sites(model, run.recovered, run.image.funclet_code)
                 except LlilcEhError as e:
                     fail(f"{e.stage}/{e.kind}", name, e)
                     continue

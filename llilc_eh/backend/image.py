@@ -339,6 +339,12 @@ class FinalImage:
     def range_of(self, funclet: int) -> PlacedRange | None:
         return next((r for r in self.ranges if r.funclet == funclet), None)
 
+    @property
+    def funclet_code(self) -> dict[int, str]:
+        """Model funclet index -> the object symbol of its code: the funclet match the image
+        was laid out by (`match_funclets(...).code`), for whoever reads the object again."""
+        return {r.funclet: r.function for r in self.ranges}
+
     def map(self, function: str, offset: int, *, funclet: int | None = None) -> int:
         """The final offset of what was at `.text` offset `offset` of `function` (an object
         symbol; offsets as `RecoveredCode` gives them: labels, call sites; a function's end

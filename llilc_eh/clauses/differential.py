@@ -351,13 +351,15 @@ def _hex(xs) -> str:
     return "nothing" if xs is None else "{" + ", ".join(f"{x:#x}" for x in sorted(xs)) + "}"
 
 
-def llvm_differential(model: FuncletModel, recovered: RecoveredCode, coff: CoffObject) -> Differential:
+def llvm_differential(model: FuncletModel, recovered: RecoveredCode, coff: CoffObject,
+                      code: Mapping[int, str] | None = None) -> Differential:
     """The whole comparison for one compiled method: our table in LLVM's layout
     (`generate.placed_from_recovered`, profile coreclr-psp: LLVM writes duplicates, no
     SAMETRY) against LLVM's own (`decode_llvm_clr_table`; none written: empty), with the
-    layout's return addresses and tail jumps."""
+    layout's return addresses and tail jumps. `code`: the funclet match, when the caller has
+    it (`FinalImage.funclet_code`); else it is made again."""
     table = decode_llvm_clr_table(coff, object_symbol(model.parent))
-    placed = placed_from_recovered(model, recovered, coff)
+    placed = placed_from_recovered(model, recovered, coff, code)
     try:
         ours = generate_clauses(model, placed)
     except ClauseError as e:

@@ -547,14 +547,18 @@ def _deletion_reason(c: CallSite) -> str:
 # Layouts: LLVM's and the final image's
 
 
-def placed_from_recovered(model: FuncletModel, recovered: RecoveredCode, coff: CoffObject) -> PlacedCode:
+def placed_from_recovered(model: FuncletModel, recovered: RecoveredCode, coff: CoffObject,
+                          code: Mapping[int, str] | None = None) -> PlacedCode:
     """The method as LLVM laid it out: offsets from the parent's start (LLVM's CLR table's
     base), funclets and filter functions where LLVM put them (a filter's range is shared by
     all copies of its handler: LLVM emits the function once). Funclets are identified by the
-    final image's matcher (`backend.image.match_funclets`: the evidence of the object)."""
+    final image's matcher (`backend.image.match_funclets`: the evidence of the object), or by
+    `code` when the caller has that match already (`FinalImage.funclet_code`)."""
     parent = recovered.function(object_symbol(model.parent))
     base = parent.start
-    code = {i: recovered.function(name) for i, name in funclet_code(model, recovered, coff).items()}
+    if code is None:
+        code = funclet_code(model, recovered, coff)
+    code = {i: recovered.function(name) for i, name in code.items()}
     ranges = {i: CodeRange(f.start - base, f.end - base) for i, f in code.items() if i != 0}
     calls = []
     for f in recovered.method_functions(parent.name):

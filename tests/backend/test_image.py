@@ -162,6 +162,8 @@ def test_every_sample_method_is_relinked_soundly(sample_images, opt):
         shapes["moved"] += any(r.begin != r.source.start for r in x.image.ranges)
         shapes["absent"] += bool(x.image.absent)
         assert not x.image.ambiguous, (x.name, x.image.ambiguous)
+        # the match the image was laid out by, as later readers of the object get it
+        assert x.image.funclet_code == match_funclets(x.recovered, x.coff, x.model, x.parent).code, x.name
         for fx in x.image.fixups:
             shapes[fx.kind] += 1
     assert shapes["methods"] == len(sample_images[opt]) >= 60
