@@ -27,11 +27,11 @@ import pytest
 
 from llilc_eh.assembly.loader import Assembly
 from llilc_eh.assembly.native import ClauseFlags, CodeRange, NativeClause, NativeMethod
-from llilc_eh.backend.codegen import CodegenPool, CodegenResult, object_symbol
+from llilc_eh.backend.codegen import CodegenPool, object_symbol
 from llilc_eh.backend.coff import CoffObject
-from llilc_eh.backend.image import FinalImage, link_final_image
+from llilc_eh.backend.image import FinalImage
 from llilc_eh.backend.llvm_table import LlvmClrTable, decode_llvm_clr_table
-from llilc_eh.backend.recover import RecoveredCode, recover
+from llilc_eh.backend.recover import RecoveredCode
 from llilc_eh.clauses import validate
 from llilc_eh.clauses.differential import compare_with_llvm, llvm_differential
 from llilc_eh.clauses.generate import (
@@ -46,10 +46,8 @@ from llilc_eh.clauses.generate import (
 )
 from llilc_eh.cli import sample_path
 from llilc_eh.errors import ClauseError
-from llilc_eh.funclets import FuncletKind, FuncletModel, build_funclet_model
-from llilc_eh.il.method import analyze
-from llilc_eh.reader.jitee import JitEE
-from llilc_eh.reader.translate import translate
+from llilc_eh.funclets import FuncletKind, FuncletModel
+from llilc_eh.pipeline import MethodRun, Pipeline
 
 OPT_LEVELS = (0, 2)
 PROFILES = ("coreclr-psp", "coreclr-net10", "nativeaot")
@@ -65,11 +63,21 @@ KNOWN_UNREACHABLE: dict[str, int] = {}
 
 @dataclass
 class Compiled:
-    name: str
-    module: str
-    model: FuncletModel
-    opt: int
-    result: CodegenResult
+    """One sample method through the pipeline (`llilc_eh.pipeline`) at one opt level."""
+
+    run: MethodRun
+
+    @property
+    def name(self) -> str:
+        return self.run.name
+
+    @property
+    def module(self) -> str:
+        return self.run.reader.module
+
+    @property
+    def model(self) -> FuncletModel:
+        return self.run.model
 
     @property
     def has_filter(self) -> bool:
@@ -77,25 +85,19 @@ class Compiled:
 
     @property
     def coff(self) -> CoffObject:
-        if not hasattr(self, "_coff"):
-            self._coff = CoffObject.parse(self.result.obj)
-        return self._coff
+        return self.run.coff
 
     @property
     def code(self) -> RecoveredCode:
-        if not hasattr(self, "_code"):
-            self._code = recover(self.coff, self.result.asm)
-        return self._code
+        return self.run.recovered
 
     @property
     def image(self) -> FinalImage:
-        if not hasattr(self, "_image"):
-            self._image = link_final_image(self.code, self.coff, self.model, self.model.parent)
-        return self._image
+        return self.run.image
 
     @property
     def table(self) -> LlvmClrTable | None:
-        return decode_llvm_clr_table(self.result.obj, object_symbol(self.model.parent))
+        return decode_llvm_clr_table(self.coff, object_symbol(self.model.parent))
 
     def placed(self, layout: str) -> PlacedCode:
         """"llvm": LLVM's own layout; "clr": the final image."""
@@ -107,18 +109,13 @@ class Compiled:
 @pytest.fixture(scope="module")
 def sample() -> dict[int, list[Compiled]]:
     asm = Assembly(sample_path())
-    ee = JitEE(asm)
-    methods = []
-    for rid in asm.methods_with_il():
-        body = asm.body(rid)
-        m = analyze(body)
-        reader = translate(asm, m, ee)
-        methods.append((body.name, reader.module, build_funclet_model(reader.module, reader.parent, m)))
+    rids = list(asm.methods_with_il())
     out = {}
     with CodegenPool(4) as pool:
         for opt in OPT_LEVELS:
-            results = pool.compile_many([mod for _, mod, _ in methods], opt, methods=[n for n, _, _ in methods])
-            out[opt] = [Compiled(n, mod, model, opt, r) for (n, mod, model), r in zip(methods, results)]
+            runs = Pipeline(asm, pool, opt=opt, differential=False).run_many(rids)
+            assert [r.name for r in runs if r.error is not None] == []
+            out[opt] = [Compiled(r) for r in runs]
     return out
 
 
