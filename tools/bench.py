@@ -19,8 +19,9 @@ assemblies and finding their EH methods (every IL body is parsed) is timed apart
 What is counted where:
 
 * stage seconds are `MethodRun.seconds` (`il` includes reading the method body); `codegen` is the worker's own time
-  (`CodegenTimings.worker`: parse + verify, the O<n> pipeline, object emission, the second
-  emission that prints the assembly text). The isolation overhead, `codegen-wait` minus
+  (`CodegenTimings.worker`: parse + verify, the O<n> pipeline, the codegen run that prints
+  the assembly text, and the object -- assembled from that text, or for the few modules on
+  the direct route a second codegen run; `route` counts them). The isolation overhead, `codegen-wait` minus
   `codegen` (pickling, pipes, scheduling), is shown apart and is not in the stage total.
 * LLVM = the worker's time + LLVM's work inside this process. `lint` parses the module
   with llvmlite, prints it (`str(module)`: LLVM's printer, which the lint reads), runs the
@@ -75,7 +76,7 @@ FRONT = ("il", "reader", "lint", "model")
 BACK = ("recover", "image", "clauses", "validate", "differential")
 # the worker's own split of `codegen` (CodegenTimings fields)
 WORKER_PARTS = (("parse", "parse + verify (+ copies)"), ("opt", "O<n> pass pipeline"),
-                ("codegen", "object emission"), ("asm", "assembly text emission"))
+                ("asm", "codegen: assembly text"), ("codegen", "object (assembled; direct: 2nd codegen)"))
 WARMUP_IR = "define i32 @warmup(i32 %x) {\n  %y = add i32 %x, 1\n  ret i32 %y\n}\n"
 
 
@@ -261,7 +262,9 @@ def split_table(runs: list[MethodRun], totals: dict[str, float], total: float,
         print(f"{pad}{label:<{50 - indent}} {seconds:8.2f} s {100 * seconds / total if total else 0:6.1f}%")
 
     line("LLVM", llvm_total)
-    line("worker (stage codegen)", worker_total, 4)
+    routes = Counter(r.codegen.route for r in done)
+    line(f"worker (stage codegen; objects: {', '.join(f'{n} {k}d' for k, n in sorted(routes.items()))})",
+         worker_total, 4)
     for k, label in WORKER_PARTS:
         line(label, worker[k], 6)
     line("in this process: lint's parse + print + verify", lint_llvm, 4)
@@ -275,7 +278,7 @@ def split_table(runs: list[MethodRun], totals: dict[str, float], total: float,
         print(f"  lint's Python rules = lint stage - those = {totals['lint'] - lint_llvm:.2f} s")
     return {"llvm": llvm_total, "llvm_worker": worker_total, "llvm_in_process": lint_llvm,
             "python": python, "python_front": front_python, "python_back": back_python,
-            **{f"worker_{k}": worker[k] for k, _ in WORKER_PARTS}}
+            "routes": dict(sorted(routes.items())), **{f"worker_{k}": worker[k] for k, _ in WORKER_PARTS}}
 
 
 def cpu_lines(n: int, batch: Batch, side: dict[str, list[float]], split: dict[str, float],

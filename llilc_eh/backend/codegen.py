@@ -14,15 +14,29 @@ reported as `kind="llvm-timeout"`. Either way the next request gets a fresh work
 Workers start lazily and are reused, so the per-method cost is one pipe round trip.
 
 What a worker does with a module (`_compile`): parse and verify; at opt > 0 run LLVM's
-default `O<opt>` pipeline (new pass manager) and read its bitcode back twice (at O0: parse
-the text again); emit the object from one copy and the assembly text from the other. Codegen's IR
-passes (WinEHPrepare, CodeGenPrepare) change the module they run on, so each emission needs
-its own copy, and the copies must be identical: `ModuleRef.clone()` is not (it changes
-use-list order, and codegen's choices follow use-list order -- with clones, 3 of ~1,500
-CoreLib methods got different code in the object and in the text at O2). `recover` checks
-that the two agree instruction by instruction. Target: `x86_64-pc-windows-msvc`, small
-code model (`call rel32`), relocation model static (LLVM's COFF default), codegen level
-`opt`.
+default `O<opt>` pipeline (new pass manager); print the assembly text; then make the object
+by *assembling that text* with LLVM's own assembler (the text as the `module asm` of an
+otherwise empty module, emitted by the same TargetMachine). Why not emit the object
+directly as well: codegen (instruction selection, register allocation) is most of LLVM's
+time and a second emission repeats all of it, while assembling the text costs a quarter
+of one; and the object is then by construction the code the text describes, which
+`recover` checks instruction by instruction anyway. Measured over the corpus
+(`tools/object_routes.py`): the assembled object is byte-identical to a direct emission for
+every method but those with `llvm.localescape` (a filter reading its parent's frame): there
+the text has already folded the frame-escape symbols to numbers, so the assembler picks
+8-bit displacements where the direct emission keeps 32-bit ones. Those methods, and any
+worker asked for `object_route="emit"`, take the direct route: two identical copies of the
+optimised module (codegen's IR passes change the module they run on; `ModuleRef.clone()`
+is not identical -- it changes use-list order, and codegen's choices follow it: seen on
+CoreLib at O2 -- so the copies are two parses of its bitcode, or of the text at O0), one
+emitted as the object and one as the text. `CodegenResult.route` says which route a module
+took.
+
+Target: `x86_64-pc-windows-msvc`, small code model (`call rel32`), relocation model static
+(LLVM's COFF default), codegen level `opt`, CPU features `-fast-15bytenop`: what the
+functions' subtarget has already (their alignment padding is 10- and 5-byte NOPs), stated
+so that the assembler's subtarget, which is the TargetMachine's own, pads alike (without
+it the assembled object pads with one 15-byte NOP).
 
 `-trap-unreachable` (on by default, `CodegenPool(trap_unreachable=...)`): `llvm.set_option`
 reaches LLVM's command-line flag in the worker before any TargetMachine exists, and the
@@ -59,6 +73,8 @@ from ..errors import BackendError
 
 TRIPLE = "x86_64-pc-windows-msvc"
 CODE_MODEL = "small"
+FEATURES = "-fast-15bytenop"    # see the module docstring: the assembler pads as the functions do
+OBJECT_ROUTES = ("assemble", "emit")
 DEFAULT_TIMEOUT = 60.0
 STARTUP_TIMEOUT = 60.0
 STDERR_TAIL = 2000          # characters of a dead worker's stderr quoted in the error
@@ -68,9 +84,11 @@ MAX_COMPILES = 2000         # a worker is replaced after this many modules (see 
 
 @dataclass(frozen=True)
 class CodegenTimings:
-    """Seconds. `parse` includes verification; `asm` is the second codegen run that
-    prints the assembly; `worker` is all the worker spent; `roundtrip` is what the caller
-    waited (worker time + pickling + pipes: the isolation overhead is the difference)."""
+    """Seconds. `parse` includes verification (and the copies of the direct route); `asm` is
+    the codegen run that prints the assembly text; `codegen` makes the object (assembling
+    the text, or on the direct route a second codegen run); `worker` is all the worker
+    spent; `roundtrip` is what the caller waited (worker time + pickling + pipes: the
+    isolation overhead is the difference)."""
 
     parse: float
     opt: float
@@ -99,10 +117,11 @@ class CodegenResult:
     opt: int
     timings: CodegenTimings
     diagnostics: str = ""    # what LLVM wrote to stderr while compiling (usually nothing)
+    route: str = "assemble"  # how the object was made: "assemble" (from the text) or "emit"
 
     def __str__(self) -> str:
-        return (f"O{self.opt}: object {len(self.obj)} bytes, assembly {self.asm.count(chr(10))} lines; "
-                f"{self.timings}")
+        return (f"O{self.opt}: object {len(self.obj)} bytes ({self.route}d), assembly "
+                f"{self.asm.count(chr(10))} lines; {self.timings}")
 
 
 # -- the worker process ---------------------------------------------------------------------
@@ -146,27 +165,43 @@ def _worker_main() -> None:
     config = receive()
     if config is None:
         return
-    import llvmlite.binding as llvm
-
-    llvm.initialize_all_targets()
-    llvm.initialize_all_asmprinters()
-    llvm.initialize_native_asmparser()               # `module asm` (the host is x86-64 too)
-    for option in config["llvm_options"]:
-        llvm.set_option("llilc-eh", option)          # before any TargetMachine reads them
-    target = llvm.Target.from_triple(TRIPLE)
-    machines = {}
+    llvm, machine = _start_llvm(config["llvm_options"])
     _send(replies, ("ready", os.getpid()))
     while (request := receive()) is not None:
         opt = request["opt"]
-        if opt not in machines:
-            machines[opt] = target.create_target_machine(opt=opt, codemodel=CODE_MODEL)
         try:
-            reply = ("ok", *_compile(llvm, machines[opt], request["ir"], opt))
+            reply = ("ok", *_compile(llvm, machine(opt), request["ir"], opt, request["route"]))
         except _CompileFailure as e:
             reply = ("error", e.kind, e.reason)
         except Exception as e:  # noqa: BLE001 -- any failure is this module's, not the worker's
             reply = ("error", "llvm-error", f"{type(e).__name__}: {e}")
         _send(replies, reply)
+
+
+def _start_llvm(llvm_options: Iterable[str]):
+    """Initialise llvmlite in a worker; returns the binding module and `machine(opt)`, the
+    TargetMachine of an O level (made on first use)."""
+    import llvmlite.binding as llvm
+
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+    llvm.initialize_native_asmparser()               # `module asm`, and assembling the text
+    for option in llvm_options:
+        llvm.set_option("llilc-eh", option)          # before any TargetMachine reads them
+    target = llvm.Target.from_triple(TRIPLE)
+    machines = {}
+
+    def machine(opt: int):
+        if opt not in machines:
+            machines[opt] = target.create_target_machine(opt=opt, codemodel=CODE_MODEL, features=FEATURES)
+        return machines[opt]
+    return llvm, machine
+
+
+def object_route(ir: str, configured: str) -> str:
+    """The route a module's object takes under a pool's policy: the configured one, except
+    that frame escapes (`llvm.localescape`) are emitted directly (see the module docstring)."""
+    return "emit" if configured == "assemble" and "@llvm.localescape" in ir else configured
 
 
 class _CompileFailure(Exception):
@@ -175,20 +210,22 @@ class _CompileFailure(Exception):
         self.kind, self.reason = kind, reason
 
 
-def _compile(llvm, machine, ir: str, opt: int):
+def _compile(llvm, machine, ir: str, opt: int, route: str):
+    """One module on the given route: (object, text, route, timings); failures are
+    `_CompileFailure`s (an LLVM abort takes the worker with it)."""
     # A context per module: the global one would keep every module's types and constants
     # for the worker's lifetime.
     context = llvm.create_context()
     modules = []
     try:
-        return _compile_in(llvm, machine, ir, opt, context, modules)
+        return _compile_in(llvm, machine, ir, opt, route, context, modules)
     finally:
         for module in reversed(modules):
             module.close()
         context.close()
 
 
-def _compile_in(llvm, machine, ir: str, opt: int, context, modules: list):
+def _compile_in(llvm, machine, ir: str, opt: int, route: str, context, modules: list):
     clock = time.perf_counter
     t0 = clock()
     try:
@@ -212,26 +249,49 @@ def _compile_in(llvm, machine, ir: str, opt: int, context, modules: list):
             builder.close()
             tuning.close()
     t2 = clock()
-    # Two identical copies, one per emission: codegen changes the module it runs on, and a
-    # `clone()` is not identical (use-list order differs, and codegen's choices follow it:
-    # seen on CoreLib at O2). Two parses of the same input are: at O0 the text (0.2 ms),
-    # after optimisation its bitcode (0.5 ms for both).
-    if opt == 0:
-        for_object = module
-        for_assembly = llvm.parse_assembly(ir, context=context)
+    if route == "assemble":
+        t3 = t2
+        asm = machine.emit_assembly(module)
+        t4 = clock()
+        obj = _assemble(llvm, machine, asm, context, modules)
+        t5 = clock()
     else:
-        bitcode = module.as_bitcode()
-        for_object = llvm.parse_bitcode(bitcode, context=context)
-        modules.append(for_object)
-        for_assembly = llvm.parse_bitcode(bitcode, context=context)
-    modules.append(for_assembly)
-    t3 = clock()
-    obj = machine.emit_object(for_object)
-    t4 = clock()
-    asm = machine.emit_assembly(for_assembly)
-    t5 = clock()
-    parse = (t1 - t0) + (t3 - t2)   # the text, and the two bitcode copies
-    return obj, asm, (parse, t2 - t1 if opt > 0 else 0.0, t4 - t3, t5 - t4, t5 - t0)
+        # Two identical copies, one per emission (see the module docstring): at O0 the text
+        # parsed again, after optimisation two parses of its bitcode.
+        if opt == 0:
+            for_object = module
+            for_assembly = llvm.parse_assembly(ir, context=context)
+        else:
+            bitcode = module.as_bitcode()
+            for_object = llvm.parse_bitcode(bitcode, context=context)
+            modules.append(for_object)
+            for_assembly = llvm.parse_bitcode(bitcode, context=context)
+        modules.append(for_assembly)
+        t3 = clock()
+        obj = machine.emit_object(for_object)
+        t4 = clock()
+        asm = machine.emit_assembly(for_assembly)
+        t5 = clock()
+    parse = (t1 - t0) + (t3 - t2)
+    emit_object, emit_text = (t5 - t4, t4 - t3) if route == "assemble" else (t4 - t3, t5 - t4)
+    return obj, asm, route, (parse, t2 - t1 if opt > 0 else 0.0, emit_object, emit_text, t5 - t0)
+
+
+# What the AsmPrinter writes at the top of every COFF module's text, which the wrapper module
+# of `_assemble` writes again itself: the `@feat.00` symbol block and the `.file` directive.
+_FILE_PREAMBLE = re.compile(r'\A(?:\t\.def\t@feat\.00;\n(?:\t[^\n]*\n)*?@feat\.00 = \d+\n)?'
+                            r'(?:\t\.file\t[^\n]*\n)?')
+
+
+def _assemble(llvm, machine, asm: str, context, modules: list) -> bytes:
+    """The object of `asm`, assembled by LLVM's integrated assembler: the text becomes the
+    `module asm` of an empty module (the text's own preamble dropped, the wrapper writes
+    it), which the same TargetMachine emits."""
+    body = _FILE_PREAMBLE.sub("", asm, count=1)
+    quoted = body.replace("\\", "\\5C").replace('"', "\\22").replace("\n", "\\0A")
+    wrapper = llvm.parse_assembly(f'target triple = "{TRIPLE}"\nmodule asm "{quoted}"\n', context=context)
+    modules.append(wrapper)
+    return machine.emit_object(wrapper)
 
 
 # -- the caller's side ------------------------------------------------------------------------
@@ -312,13 +372,13 @@ class _Worker:
 
     # one request
 
-    def compile(self, ir: str, opt: int, timeout: float, method: str | None) -> CodegenResult:
+    def compile(self, ir: str, opt: int, route: str, timeout: float, method: str | None) -> CodegenResult:
         if self.process is None:
             self.start()
         mark = self._stderr_mark()
         started = time.perf_counter()
         try:
-            self._write({"ir": ir, "opt": opt})
+            self._write({"ir": ir, "opt": opt, "route": route})
             reply = self._receive(time.monotonic() + timeout)
         except _Timeout:
             self.kill()
@@ -345,10 +405,10 @@ class _Worker:
             self.stop()   # recycled: LLVM's O>0 pipeline (llvmlite 0.50) leaks ~60 kB a run
         if reply[0] == "error":
             raise BackendError(reply[2], kind=reply[1], method=method)
-        _, obj, asm, (parse, opt_time, codegen, asm_time, worker) = reply
+        _, obj, asm, route, (parse, opt_time, codegen, asm_time, worker) = reply
         return CodegenResult(obj, asm, opt,
                              CodegenTimings(parse, opt_time, codegen, asm_time, worker, roundtrip),
-                             self._stderr_text(mark))
+                             self._stderr_text(mark), route)
 
     # pipes
 
@@ -409,13 +469,17 @@ class CodegenPool:
 
     def __init__(self, size: int = 2, *, timeout: float = DEFAULT_TIMEOUT,
                  trap_unreachable: bool = True, llvm_options: Iterable[str] = (),
-                 startup_timeout: float = STARTUP_TIMEOUT, max_compiles: int = MAX_COMPILES):
+                 startup_timeout: float = STARTUP_TIMEOUT, max_compiles: int = MAX_COMPILES,
+                 object_route: str = "assemble"):
         if size < 1:
             raise ValueError(f"pool size {size}")
+        if object_route not in OBJECT_ROUTES:
+            raise ValueError(f"object route {object_route!r} (one of {', '.join(OBJECT_ROUTES)})")
         self.size = size
         self.timeout = timeout
         options = (["-trap-unreachable"] if trap_unreachable else []) + list(llvm_options)
         self.config = {"llvm_options": options}
+        self.object_route = object_route
         self._idle: queue.LifoQueue[_Worker] = queue.LifoQueue()
         self._workers = [_Worker(self.config, startup_timeout, max_compiles) for _ in range(size)]
         for w in self._workers:
@@ -437,21 +501,27 @@ class CodegenPool:
         return [w.process.pid for w in self._workers if w.process is not None]
 
     def compile(self, ir_text: str, opt: int = 0, *, timeout: float | None = None,
-                method: str | None = None) -> CodegenResult:
+                method: str | None = None, route: str | None = None) -> CodegenResult:
         """Compile one module; LLVM's failures are `BackendError`s (kinds: llvm-parse,
-        llvm-verify, llvm-error, llvm-abort, llvm-timeout, worker-start)."""
+        llvm-verify, llvm-error, llvm-abort, llvm-timeout, worker-start). `route` forces
+        how the object is made; by default the pool's `object_route` policy decides."""
         if opt not in (0, 1, 2, 3):
             raise ValueError(f"opt level {opt!r} (0, 1, 2 or 3)")
+        if route is None:
+            route = object_route(ir_text, self.object_route)
+        elif route not in OBJECT_ROUTES:
+            raise ValueError(f"object route {route!r} (one of {', '.join(OBJECT_ROUTES)})")
         if self._closed:
             raise ValueError("the codegen pool is closed")
         worker = self._idle.get()
         try:
-            return worker.compile(ir_text, opt, self.timeout if timeout is None else timeout, method)
+            return worker.compile(ir_text, opt, route, self.timeout if timeout is None else timeout, method)
         finally:
             self._idle.put(worker)
 
     def compile_many(self, modules: Iterable[str], opt: int = 0, *, timeout: float | None = None,
-                     methods: Iterable[str | None] | None = None) -> list[CodegenResult | BackendError]:
+                     methods: Iterable[str | None] | None = None,
+                     route: str | None = None) -> list[CodegenResult | BackendError]:
         """Compile modules on all workers at once; results in input order, each a result or
         the `BackendError` of that module."""
         modules = list(modules)
@@ -460,7 +530,7 @@ class CodegenPool:
         def one(item):
             ir, name = item
             try:
-                return self.compile(ir, opt, timeout=timeout, method=name)
+                return self.compile(ir, opt, timeout=timeout, method=name, route=route)
             except BackendError as e:
                 return e
 

@@ -3,7 +3,6 @@ and bad modules are one module's BackendError and the pool goes on; output is de
 
 from __future__ import annotations
 
-import statistics
 
 import pytest
 from conftest import OPT_LEVELS
@@ -65,16 +64,16 @@ def test_every_sample_method_compiles(sample_compiled):
         assert len(sample_compiled[opt]) > 90
 
 
-def test_timings_and_isolation_overhead(sample_compiled):
+def test_timings_and_isolation_overhead(pool, sample_compiled):
     """The figures the report quotes: per-method worker time and the pipe round trip's excess."""
     for opt in OPT_LEVELS:
         timings = [m.result.timings for m in sample_compiled[opt]]
         assert all(t.parse > 0 and t.codegen > 0 and t.asm > 0 for t in timings)
         assert all(t.opt == 0 for t in timings) if opt == 0 else any(t.opt > 0 for t in timings)
         assert all(t.roundtrip >= t.worker for t in timings)
-        # Pickling a module and an object through a pipe costs well under a millisecond;
-        # a generous bound that still catches a per-call process start (~250 ms).
-        assert statistics.median(t.overhead for t in timings) < 0.01
+    # The overhead stays small because workers are long-lived (the benchmark reports its
+    # size): the whole sample, at every level, started no process beyond the pool's own.
+    assert pool.starts <= pool.size + pool.restarts
 
 
 def test_abort_is_one_modules_error_and_the_pool_goes_on():
@@ -159,3 +158,34 @@ def test_workers_are_recycled():
         objs = [pool.compile(SMALL, 2).obj for _ in range(5)]
         assert len(set(objs)) == 1
         assert pool.starts == 3 and pool.restarts == 0
+
+
+def test_assembled_object_is_the_direct_emission(pool, sample_readers):
+    """The default route assembles LLVM's text instead of a second codegen run; the object
+    is byte-identical to the direct emission except with `llvm.localescape` (the text has
+    folded the frame escapes, the assembler picks disp8 where codegen kept disp32) -- which
+    is why the policy sends those modules to the direct route."""
+    modules = [r.module for _, _, r, _ in sample_readers]
+    escapes = ["@llvm.localescape" in m for m in modules]
+    assert any(escapes)
+    for opt in OPT_LEVELS:
+        emitted = pool.compile_many(modules, opt, route="emit")
+        assembled = pool.compile_many(modules, opt, route="assemble")
+        assert {e.route for e in emitted} == {"emit"} and {a.route for a in assembled} == {"assemble"}
+        assert [e.asm for e in emitted] == [a.asm for a in assembled]
+        differ = [e.obj != a.obj for e, a in zip(emitted, assembled)]
+        assert not any(d and not x for d, x in zip(differ, escapes))
+        assert any(differ)      # the reason for the exception is still real
+
+
+def test_route_policy(sample_readers, sample_compiled):
+    for (_, name, reader, _), compiled in zip(sample_readers, sample_compiled[2]):
+        expected = "emit" if "@llvm.localescape" in reader.module else "assemble"
+        assert compiled.result.route == expected, name
+
+
+def test_bad_route(pool):
+    with pytest.raises(ValueError):
+        pool.compile(SMALL, 0, route="link")
+    with pytest.raises(ValueError):
+        CodegenPool(1, object_route="link")
