@@ -213,9 +213,14 @@ _CONVERSION_OPERATORS = ("op_Implicit", "op_Explicit")
 _MAX_FORWARDS = 16
 
 
+_NEEDS_ESCAPE = re.compile(r'[^\x20\x21\x23-\x5B\x5D-\x7E]')
+
+
 def llvm_global(name: str) -> str:
     """`@"name"` with LLVM's escapes: `"` -> `\\22`, `\\` -> `\\5C`, any byte outside printable
-    ASCII -> `\\XX` (names are UTF-8 in LLVM)."""
+    ASCII -> `\\XX` (names are UTF-8 in LLVM). Most names need none (a hot path of the reader)."""
+    if not _NEEDS_ESCAPE.search(name):
+        return f'@"{name}"'
     out = []
     for b in name.encode("utf-8"):
         if 0x20 <= b <= 0x7E and b not in (0x22, 0x5C):
