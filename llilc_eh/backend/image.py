@@ -139,6 +139,8 @@ import bisect
 import struct
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import NamedTuple
 
 import capstone
 from capstone import x86 as cs_x86
@@ -299,6 +301,7 @@ class _Source:
     frame_symbols: dict              # symbol name -> which constant
     rodata_targets: dict             # symbol name (data section) -> image offset of its section + value
     jump_tables: tuple               # (final entry offset, final table offset, original .text target)
+    decoded: dict                    # object function -> its instructions, as the link decoded them
 
 
 @dataclass(frozen=True)
@@ -444,7 +447,8 @@ def link_final_image(recovered: RecoveredCode, coff: CoffObject, model: FuncletM
         ranges, runtime_functions, unwind_data = _unwind(recovered, model, pieces)
     except BackendError as e:
         raise e.with_method(parent)
-    source = _Source(source.text, source.relocations, source.frame_symbols, source.rodata_targets, tables)
+    source = _Source(source.text, source.relocations, source.frame_symbols, source.rodata_targets, tables,
+                     decoded)
     return FinalImage(parent, bytes(code), ranges[0].code_range, ranges, runtime_functions, unwind_data,
                       constants, tuple(relocations + data_relocations), tuple(fixups + table_fixups), bytes(rodata),
                       rodata_offset, match.absent, match.ambiguous, match.decided_by, match.identities,
@@ -848,7 +852,10 @@ class _Piece:
         raise _error(f".text+0x{offset:x} is not in the range of funclet {self.funclet}", offset=offset)
 
     def holds(self, offset: int) -> bool:
-        return any(s.source.start <= offset < s.source.end for s in self.segments)
+        for s in self.segments:     # (a plain loop: asked of every relocation for every piece)
+            if s.source.start <= offset < s.source.end:
+                return True
+        return False
 
 
 def _lay_out(recovered: RecoveredCode, coff: CoffObject, model: FuncletModel, match: FuncletMatch,
@@ -971,6 +978,17 @@ def _is_mem(op, base) -> bool:
             and op.mem.segment == 0)
 
 
+def _detailed(md, data: bytes, start: int, end: int, chunk: int = 4):
+    """`md.disasm(data[start:end], start)`, decoded a few instructions at a time: a reader
+    that stops at the first branch would otherwise pay for the details of the whole range."""
+    while start < end:
+        insns = list(md.disasm(data[start:end], start, chunk))
+        yield from insns
+        if len(insns) < chunk:
+            return
+        start = insns[-1].address + insns[-1].size
+
+
 def read_frame_constants(recovered: RecoveredCode, coff: CoffObject, parent: str) -> FilterConstants:
     """psp_slot_offset and fp_offset of the compiled parent (see the module docstring)."""
     text = coff.section(".text").data
@@ -1001,9 +1019,9 @@ def read_frame_constants(recovered: RecoveredCode, coff: CoffObject, parent: str
     md = _md()
     psp = None
     start = fn.start + info.prolog_size
-    for insn in md.disasm(text[start:fn.end], start):
-        ops = insn.operands
-        if (insn.id == cs_x86.X86_INS_MOV and len(ops) == 2 and _is_mem(ops[0], cs_x86.X86_REG_RSP)
+    for insn in _detailed(md, text, start, fn.end):
+        ops = insn.operands if insn.id == cs_x86.X86_INS_MOV else ()   # (operands are costly)
+        if (len(ops) == 2 and _is_mem(ops[0], cs_x86.X86_REG_RSP)
                 and _is_reg(ops[1], cs_x86.X86_REG_RSP) and ops[0].size == 8):
             psp = ops[0].mem.disp
             evidence.append(f"{parent} +{insn.address - fn.start:#x} (after the prolog): "
@@ -1021,6 +1039,8 @@ def read_frame_constants(recovered: RecoveredCode, coff: CoffObject, parent: str
             continue
         loads, copies, frames = [], [], []
         for insn in md.disasm(text[f.start:f.start + f.unwind.prolog_size], f.start):
+            if insn.id not in (cs_x86.X86_INS_MOV, cs_x86.X86_INS_LEA):
+                continue        # (before its operands, which are costly)
             ops = insn.operands
             if len(ops) != 2:
                 continue
@@ -1083,10 +1103,9 @@ def _inline(data: bytes, offset: int, rtype) -> int:
     return struct.unpack_from("<i", data, offset)[0]
 
 
-@dataclass(frozen=True)
-class _Insn:
+class _Insn(NamedTuple):
     """One decoded instruction; `rel`: (field offset in it, field size, target) of a relative
-    branch or a rip-relative memory operand."""
+    branch or a rip-relative memory operand. A tuple: every method decodes thousands."""
 
     address: int
     size: int
@@ -1130,16 +1149,41 @@ def _plain_branch(raw: bytes, address: int) -> tuple[int, int, int] | None:
     return None
 
 
-def _decode(md, data: bytes, start: int, end: int, what: str) -> list[_Insn]:
-    """The instructions of data[start:end] (addresses as offsets into `data`); capstone's
-    details only for those that may hold a relative field (they are costly)."""
+# Opcodes that take a ModRM operand and no immediate: lea, mov r/m, cmp r/m, movsxd.
+_RIP_OPERAND_OPCODES = frozenset({0x8D, 0x8B, 0x89, 0x3B, 0x39, 0x63})
+
+
+def _plain_rip_operand(raw: bytes, address: int) -> tuple[int, int, int] | None:
+    """The rip-relative field of `[REX] op ModRM(00 reg 101) disp32` with an opcode of
+    `_RIP_OPERAND_OPCODES` (most rip-relative instructions), without capstone's details: no
+    SIB, no immediate, so the disp32 ends the instruction."""
+    at = 1 if 0x40 <= raw[0] <= 0x4F else 0
+    if len(raw) == at + 6 and raw[at] in _RIP_OPERAND_OPCODES and raw[at + 1] & 0xC7 == 0x05:
+        return at + 2, 4, address + len(raw) + int.from_bytes(raw[at + 2:], "little", signed=True)
+    return None
+
+
+def _relative(md, address: int, raw: bytes, mnemonic: str, op_str: str) -> tuple[int, int, int] | None:
+    """`_Insn.rel` of an instruction; capstone's details (costly) only for those that may
+    hold a relative field and that the plain encodings do not cover."""
+    if not (mnemonic.startswith(_RELATIVE_MNEMONICS) or "rip" in op_str):
+        return None
+    rex = 1 if len(raw) > 1 and 0x40 <= raw[0] <= 0x4F else 0
+    if raw[rex] == 0xFF and "rip" not in op_str:
+        return None     # FF /2../5: an indirect call or jump through a register or memory
+    return (_plain_branch(raw, address) or _plain_rip_operand(raw, address)
+            or _relative_field(next(md.disasm(raw, address, 1))))
+
+
+def _decode(md, data: bytes, start: int, end: int, what: str, *, relative: bool = True) -> list[_Insn]:
+    """The instructions of data[start:end] (addresses as offsets into `data`). Without
+    `relative`, `rel` stays None: for a caller that asks `_relative` only of the few
+    instructions whose relative field it reads."""
     out = []
     covered = start
     for address, size, mnemonic, op_str in _MD_LITE.disasm_lite(data[start:end], start):
         raw = bytes(data[address:address + size])
-        rel = None
-        if mnemonic.startswith(_RELATIVE_MNEMONICS) or "rip" in op_str:
-            rel = _plain_branch(raw, address) or _relative_field(next(md.disasm(raw, address, 1)))
+        rel = _relative(md, address, raw, mnemonic, op_str) if relative else None
         out.append(_Insn(address, size, mnemonic, op_str, raw, rel))
         covered = address + size
     if covered != end:
@@ -1310,6 +1354,11 @@ def _fix_jump_tables(coff, pieces, rodata, rodata_offset, rodata_places, source)
 # Step 7: unwind data and .pdata
 
 
+# Most ranges' UNWIND_INFOs are one of a few prologs (a funclet's PSPSym frame, a leaf's),
+# and encoding one costs a construct build: each distinct one is encoded once per process.
+_encode_unwind_info = lru_cache(maxsize=4096)(encode_unwind_info)
+
+
 def _unwind(recovered, model, pieces):
     ranges, runtime, blob = [], [], bytearray()
     for p in pieces:
@@ -1323,7 +1372,7 @@ def _unwind(recovered, model, pieces):
         ranges.append(PlacedRange(p.funclet, p.kind, fn.name, CodeRange(p.start, p.end), fn.code_range,
                                   info, synthesized, p.segments))
         at = len(blob)
-        blob += encode_unwind_info(info)
+        blob += _encode_unwind_info(info)
         blob += bytes(-len(blob) % 4)
         runtime.append(RuntimeFunction(p.start, p.end, at))
     return tuple(ranges), tuple(runtime), bytes(blob)
@@ -1356,15 +1405,20 @@ def _verify(image: FinalImage) -> list[ImageFinding]:
     reloc_offsets = sorted(src.relocations)
     for p in pieces:
         try:
-            final = _decode(md, code, p.start, p.end, f"final range of funclet {p.funclet}")
-            original = {i.address: i for seg in p.segments
-                        for i in _decode(md, src.text, seg.source.start, seg.source.end, seg.function)}
+            # the final bytes decoded afresh; the object's as the link decoded them
+            final = _decode(md, code, p.start, p.end, f"final range of funclet {p.funclet}", relative=False)
+            original = {i.address: i for seg in p.segments for i in _object_instructions(md, src, seg)}
         except BackendError as e:
             out.append(ImageFinding("undecodable", e.offset or p.start, e.reason))
             continue
+        spans = [(g.start, g.end, g.source.start) for g in p.segments]
         for insn in final:
-            seg = next((g for g in p.segments if g.start <= insn.address < g.end), None)
-            origin = seg.source.start + insn.address - seg.start if seg is not None else -1
+            for start, end, source in spans:
+                if start <= insn.address < end:
+                    origin = source + insn.address - start
+                    break
+            else:
+                origin = -1
             old = original.get(origin)
             if old is None or old.size != insn.size:
                 out.append(ImageFinding("instruction-boundary", insn.address,
@@ -1376,7 +1430,10 @@ def _verify(image: FinalImage) -> list[ImageFinding]:
             while k < len(reloc_offsets) and reloc_offsets[k] < old.end:
                 inside.append(reloc_offsets[k])
                 k += 1
-            out.extend(_check_instruction(image, src, pieces, p, insn, old, inside, relocations))
+            # (most instructions hold nothing relocated or relative and are the object's bytes:
+            # nothing to check field by field)
+            if inside or old.rel is not None or insn.raw != old.raw:
+                out.extend(_check_instruction(image, src, pieces, p, insn, old, inside, relocations))
     for r in image.relocations:
         if r.offset >= image.read_only_data_offset:     # a field of the read-only data
             at = r.offset - image.read_only_data_offset
@@ -1410,9 +1467,24 @@ def _verify(image: FinalImage) -> list[ImageFinding]:
     return out
 
 
+def _object_instructions(md, src: _Source, seg: Segment) -> list[_Insn]:
+    """The object's instructions in `seg`: those the link decoded of its function where the
+    segment starts and ends between two of them (always, in an image `link_final_image`
+    made: a linear sweep from an instruction of the sweep goes on as the sweep did), else
+    decoded afresh."""
+    insns = src.decoded.get(seg.function, [])
+    index = {i.address: k for k, i in enumerate(insns)}
+    lo = index.get(seg.source.start)
+    hi = len(insns) if insns and insns[-1].end == seg.source.end else index.get(seg.source.end)
+    if lo is not None and hi is not None and lo < hi:
+        return insns[lo:hi]
+    return _decode(md, src.text, seg.source.start, seg.source.end, seg.function)
+
+
 def _check_instruction(image, src, pieces, p, insn: _Insn, old: _Insn, inside: list[int],
                        relocations: dict) -> list[ImageFinding]:
-    """The final `insn` against the object's `old`, whose relocated fields start at `inside`."""
+    """The final `insn` against the object's `old`, whose relocated fields start at `inside`
+    (`insn` is decoded without its `rel`: read here only when the object's is relative)."""
     out = []
     skip = set()
     desc = f"{insn.mnemonic} {insn.op_str} (was .text+0x{old.address:x}: {old.mnemonic} {old.op_str})"
@@ -1452,11 +1524,12 @@ def _check_instruction(image, src, pieces, p, insn: _Insn, old: _Insn, inside: l
         except BackendError as e:
             out.append(ImageFinding("reference", insn.address + offset, f"{desc}: {e.reason}"))
             want = None
-        if insn.rel is None or insn.rel[:2] != (offset, size):
+        rel = _relative(_md(), insn.address, insn.raw, insn.mnemonic, insn.op_str)
+        if rel is None or rel[:2] != (offset, size):
             out.append(ImageFinding("reference", insn.address + offset, f"{desc}: no longer the same reference"))
-        elif want is not None and insn.rel[2] != want:
+        elif want is not None and rel[2] != want:
             out.append(ImageFinding("reference", insn.address + offset,
-                                    f"{desc}: reaches {insn.rel[2]:#x}, its target .text+0x{target:x} is at {want:#x}"))
+                                    f"{desc}: reaches {rel[2]:#x}, its target .text+0x{target:x} is at {want:#x}"))
     if any(a != b for n, (a, b) in enumerate(zip(insn.raw, old.raw)) if n not in skip):
         out.append(ImageFinding("instruction-bytes", insn.address, f"{desc}: bytes differ from the object's"))
     return out

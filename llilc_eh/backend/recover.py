@@ -47,6 +47,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import NamedTuple
 
 import capstone
 
@@ -75,6 +76,12 @@ _NO_BYTES = {".def", ".scl", ".type", ".endef", ".globl", ".file", ".seh_proc", 
 _ALIGN = {".p2align", ".balign", ".align"}
 _PREFIXES = {"rep", "repe", "repz", "repne", "repnz", "lock", "data16", "data32", "addr32",
              "notrack", "rex64", "cs", "ds", "es", "fs", "gs", "ss"}
+
+
+# One disassembler for every walk: making a capstone handle costs as much as decoding a
+# small method.
+_MD_ATT = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+_MD_ATT.syntax = capstone.CS_OPT_SYNTAX_ATT
 
 
 def _bad(reason: str, offset: int | None = None) -> BackendError:
@@ -209,10 +216,11 @@ class RecoveredCode:
 
 # -- the assembly text -------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class _Item:
-    kind: str          # "label", "insn", "align", "data", "prefix"
-    text: str          # label name / mnemonic / directive
+class _Item(NamedTuple):
+    """One statement of the text (a tuple: cheap to make, hundreds per method)."""
+
+    kind: str          # "label", "insn", "align", "data", "prefix", "marker", "pad"
+    text: str          # label name / mnemonic / directive / marker number
     args: str = ""
     prefixes: tuple[str, ...] = ()   # of an instruction, as the text writes them
 
@@ -220,6 +228,7 @@ class _Item:
 _CALLSITE_MARKER = re.compile(r"\s*#\s*" + re.escape(CALLSITE_MARKER) + r" (\d+)\s*$")  # Translator.call's inline asm
 _PAD_MARKER = re.compile(r"\s*#\s*" + re.escape(PAD_MARKER) + r" (\d+)\s*$")  # Translator.pad_marker's
 _LABEL = re.compile(r'("(?:[^"\\]|\\.)*"|[^\s:"]+):')
+_ASSIGNMENT = re.compile(r"[^\s=]+\s*=")
 
 
 def _unquote(name: str) -> str:
@@ -234,9 +243,6 @@ _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[^";#]+|[;#]')
 def _statements(line: str) -> list[str]:
     """Split one line into statements (`;`-separated) without its `#` comment, respecting
     quoted symbol names."""
-    if '"' not in line and ";" not in line and "#" not in line:
-        line = line.strip()
-        return [line] if line else []
     out, current = [], []
     for token in _TOKENS.findall(line):
         if token == "#":
@@ -251,22 +257,35 @@ def _statements(line: str) -> list[str]:
 
 
 def _text_items(asm: str) -> list[_Item]:
-    """The statements of the assembly text that belong to `.text`, in order."""
+    """The statements of the assembly text that belong to `.text`, in order.
+
+    Most lines are one plain statement; the cheap tests come first (hundreds of lines per
+    method): a comment line holds at most a marker, most lines are one statement, only a
+    `:` can make a label and only an `=` a symbol assignment."""
     items, section = [], ".text"
+    append = items.append
     for line in asm.splitlines():
-        if section == ".text" and (marker := _CALLSITE_MARKER.match(line)):
-            items.append(_Item("marker", marker.group(1)))
+        stripped = line.strip()
+        if not stripped:
             continue
-        if section == ".text" and (marker := _PAD_MARKER.match(line)):
-            items.append(_Item("pad", marker.group(1)))
+        if stripped[0] == "#":      # a whole-line comment: nothing but a marker
+            if section == ".text":
+                if marker := _CALLSITE_MARKER.match(line):
+                    append(_Item("marker", marker.group(1)))
+                elif marker := _PAD_MARKER.match(line):
+                    append(_Item("pad", marker.group(1)))
             continue
-        for stmt in _statements(line):
-            while True:  # a line may hold labels followed by a statement
+        # One statement, as `_statements` would find it: no `;`, no `#`, and quotes that pair
+        # up without escapes (its tokeniser drops a quote that opens no quoted name).
+        plain = ";" not in line and "#" not in line and (
+            '"' not in line or "\\" not in line and line.count('"') % 2 == 0)
+        for stmt in (stripped,) if plain else _statements(line):
+            while ":" in stmt:  # a line may hold labels followed by a statement
                 m = _LABEL.match(stmt)
                 if not m:
                     break
                 if section == ".text":
-                    items.append(_Item("label", _unquote(m.group(1))))
+                    append(_Item("label", _unquote(m.group(1))))
                 stmt = stmt[m.end():].strip()
             if not stmt:
                 continue
@@ -284,12 +303,12 @@ def _text_items(asm: str) -> list[_Item]:
                 if section != ".text":
                     continue
                 if head in _ALIGN:
-                    items.append(_Item("align", head, args))
+                    append(_Item("align", head, args))
                 elif head in _DATA_SIZES or head in (".zero", ".space", ".skip", ".ascii", ".asciz"):
-                    items.append(_Item("data", head, args))
+                    append(_Item("data", head, args))
                 elif head not in _NO_BYTES:
                     raise _bad(f"directive {head} in .text: unknown whether it emits bytes")
-            elif re.match(r"[^\s=]+\s*=", stmt):
+            elif "=" in stmt and _ASSIGNMENT.match(stmt):
                 continue  # symbol assignment (@feat.00 = 0)
             elif section == ".text":
                 prefixes = []
@@ -298,9 +317,9 @@ def _text_items(asm: str) -> list[_Item]:
                     head, _, args = args.partition(" ")
                     args = args.strip()
                 if head in _PREFIXES:
-                    items.append(_Item("prefix", head))
+                    append(_Item("prefix", head))
                 else:
-                    items.append(_Item("insn", head, args, tuple(prefixes)))
+                    append(_Item("insn", head, args, tuple(prefixes)))
     return items
 
 
@@ -348,14 +367,15 @@ def recover(obj: bytes | CoffObject, asm: str) -> RecoveredCode:
     coff = obj if isinstance(obj, CoffObject) else CoffObject.parse(obj)
     text = coff.section(".text")
     code = text.data
-    md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
-    md.syntax = capstone.CS_OPT_SYNTAX_ATT
+    md = _MD_ATT
     # One linear sweep decodes almost every instruction at once (LLVM puts no data in
     # .text); where the sweep went out of step with the text's walk, or stopped at bytes it
     # cannot decode, the instruction is decoded on its own at the walk's offset.
     swept = {d[0]: d for d in md.disasm_lite(code, 0)}
 
-    function_symbols = {s.name: s for s in coff.functions_in(".text")}
+    functions_in_text = coff.functions_in(".text")
+    function_symbols = {s.name: s for s in functions_in_text}
+    callees = _Callees(text, functions_in_text)
     labels: dict[str, int] = {}
     instructions: list[Instruction] = []
     # per function: [name, start, end of last instruction, calls, pad markers]
@@ -373,6 +393,36 @@ def recover(obj: bytes | CoffObject, asm: str) -> RecoveredCode:
             raise _bad(f"EH label {open_label} opens an invoke that never ends", labels[open_label])
 
     for item in _text_items(asm):
+        if item.kind == "insn":         # the most common item first
+            if offset >= len(code):
+                raise _bad(f"instruction {item.text} past the end of .text ({len(code)} bytes)", offset)
+            decoded = swept.get(offset) or next(md.disasm_lite(code[offset:offset + 16], offset, 1), None)
+            if decoded is None:
+                raise _bad(f"capstone cannot decode the bytes of {item.text} {item.args}", offset)
+            _, size, mnemonic, operands = decoded
+            # A prefix may change what the bytes decode as (`rep bsf` is `tzcnt`): compare only
+            # unprefixed instructions; sizes still keep the walk aligned.
+            # (The same spelling, the usual case, needs no comparing.)
+            if not pending_prefix and not item.prefixes and item.text != mnemonic \
+                    and not _same_instruction(item.text, mnemonic):
+                raise _bad(f"assembly text says {item.text} {item.args}, the object holds "
+                           f"{mnemonic} {operands}", offset)
+            pending_prefix = False
+            insn = Instruction(offset, size, mnemonic, operands)
+            instructions.append(insn)
+            if not bodies:
+                raise _bad(f"instruction {mnemonic} before any function symbol", offset)
+            offset += size
+            bodies[-1][2] = offset
+            if mnemonic.startswith("call") or mnemonic in _JUMPS:
+                site = _call_site(callees, insn, "rex64" in item.prefixes)
+                if site is not None:
+                    site["callsites"] = []
+                    calls.append(site)
+                    bodies[-1][3].append(len(calls) - 1)
+                    if open_label is not None and not site["kind"].endswith("tail-jump"):
+                        open_calls.append(len(calls) - 1)
+            continue
         if item.kind == "marker":
             markers.append((int(item.text), offset, len(bodies) - 1))
             continue
@@ -408,33 +458,6 @@ def recover(obj: bytes | CoffObject, asm: str) -> RecoveredCode:
             continue
         if item.kind == "prefix":
             pending_prefix = True
-            continue
-        # an instruction
-        if offset >= len(code):
-            raise _bad(f"instruction {item.text} past the end of .text ({len(code)} bytes)", offset)
-        decoded = swept.get(offset) or next(md.disasm_lite(code[offset:offset + 16], offset, 1), None)
-        if decoded is None:
-            raise _bad(f"capstone cannot decode the bytes of {item.text} {item.args}", offset)
-        _, size, mnemonic, operands = decoded
-        # A prefix may change what the bytes decode as (`rep bsf` is `tzcnt`): compare only
-        # unprefixed instructions; sizes still keep the walk aligned.
-        if not pending_prefix and not item.prefixes and not _same_instruction(item.text, mnemonic):
-            raise _bad(f"assembly text says {item.text} {item.args}, the object holds "
-                       f"{mnemonic} {operands}", offset)
-        pending_prefix = False
-        insn = Instruction(offset, size, mnemonic, operands)
-        instructions.append(insn)
-        if not bodies:
-            raise _bad(f"instruction {mnemonic} before any function symbol", offset)
-        bodies[-1][2] = insn.end
-        site = _call_site(coff, text, insn, "rex64" in item.prefixes)
-        if site is not None:
-            site["callsites"] = []
-            calls.append(site)
-            bodies[-1][3].append(len(calls) - 1)
-            if open_label is not None and not site["kind"].endswith("tail-jump"):
-                open_calls.append(len(calls) - 1)
-        offset = insn.end
     close_function()
     if pending_prefix:
         raise _bad("a prefix ends the assembly text", offset)
@@ -466,6 +489,7 @@ def recover(obj: bytes | CoffObject, asm: str) -> RecoveredCode:
 
 
 _STOPS = {"ret", "retq", "ud2", "int3", "hlt"}
+_JUMPS = ("jmp", "jmpq")
 
 
 def _attach_markers(markers: list[tuple[int, int, int]], instructions: list[Instruction],
@@ -504,21 +528,32 @@ def _attach_markers(markers: list[tuple[int, int, int]], instructions: list[Inst
             k += 1
 
 
-def _call_site(coff: CoffObject, text, insn: Instruction, rex64: bool) -> dict | None:
-    """A call (or a tail jump) as a call-site record, else None. A tail jump is a `jmp` to a
-    symbol through a relocation, or `rex64 jmpq *reg`: the Win64 target marks its indirect
-    tail calls with a REX prefix (the unwinder recognises an epilogue by it); a jump-table
-    dispatch has none."""
-    m = insn.mnemonic
-    is_call = m.startswith("call")
-    is_jump = m in ("jmp", "jmpq")
-    if not (is_call or is_jump):
+class _Callees:
+    """What a call or jump names: the relocation inside its bytes, else the function symbol
+    at its target. Looked up by the relocations' offsets in order, not byte by byte."""
+
+    def __init__(self, text, functions) -> None:
+        self.text = text
+        self.offsets = sorted({r.offset for r in text.relocations})
+        self.at: dict[int, str] = {}     # function symbol by address, the first one listed
+        for s in functions:
+            self.at.setdefault(s.value, s.name)
+
+    def relocation(self, insn: Instruction):
+        """The first relocation whose field starts inside `insn` past its first byte."""
+        k = bisect.bisect_right(self.offsets, insn.offset)
+        if k < len(self.offsets) and self.offsets[k] < insn.end:
+            return self.text.relocation_at(self.offsets[k])
         return None
-    reloc = None
-    for field_offset in range(insn.offset + 1, insn.end):
-        reloc = text.relocation_at(field_offset)
-        if reloc is not None:
-            break
+
+
+def _call_site(callees: _Callees, insn: Instruction, rex64: bool) -> dict | None:
+    """A call or `jmp` instruction as a call-site record; None for a jump that is no tail
+    jump. A tail jump is a `jmp` to a symbol through a relocation, or `rex64 jmpq *reg`: the
+    Win64 target marks its indirect tail calls with a REX prefix (the unwinder recognises an
+    epilogue by it); a jump-table dispatch has none."""
+    is_jump = insn.mnemonic in _JUMPS
+    reloc = callees.relocation(insn)
     direct = not insn.operands.startswith("*")
     callee = None
     if reloc is not None and reloc.type in (RelocationType.REL32, RelocationType.REL32_1,
@@ -527,8 +562,7 @@ def _call_site(coff: CoffObject, text, insn: Instruction, rex64: bool) -> dict |
         callee = reloc.symbol
     elif direct:
         # A direct call resolved by the assembler (a target in .text): name what is there.
-        target = int(insn.operands, 0) if insn.operands else None
-        callee = _symbol_at(coff, target)
+        callee = callees.at.get(int(insn.operands, 0)) if insn.operands else None
     if is_jump:
         if not direct and rex64:
             return {"kind": "indirect-tail-jump", "callee": callee if reloc is not None else None,
@@ -538,12 +572,3 @@ def _call_site(coff: CoffObject, text, insn: Instruction, rex64: bool) -> dict |
         return {"kind": "tail-jump", "callee": callee, "offset": insn.offset, "return_offset": None}
     return {"kind": "call" if direct else "indirect-call", "callee": callee,
             "offset": insn.offset, "return_offset": insn.end}
-
-
-def _symbol_at(coff: CoffObject, offset: int | None) -> str | None:
-    if offset is None:
-        return None
-    for s in coff.functions_in(".text"):
-        if s.value == offset:
-            return s.name
-    return None

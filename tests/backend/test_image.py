@@ -20,9 +20,12 @@ import time
 import capstone
 import pytest
 from conftest import OPT_LEVELS
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llilc_eh.assembly.corpus import Corpus
 from llilc_eh.assembly.loader import Assembly
+from llilc_eh.assembly.native import CodeRange
 from llilc_eh.backend.codegen import object_symbol
 from llilc_eh.backend.coff import CoffObject
 from llilc_eh.backend.image import (
@@ -350,6 +353,46 @@ def test_verify_reports_broken_constants_relocations_and_tables(sample_images):
     assert [f.rule for f in dataclasses.replace(x.image, unwind_data=bytes(unwind)).verify()] == ["unwind"]
 
 
+def test_verify_reports_changed_instruction_bytes(sample_images):
+    """An instruction that holds nothing relocated or relative, with one register changed:
+    same length, other bytes."""
+    x = _one(sample_images, 2, "CatchAndFilter.Program::CatchFilterCatch")
+    move = next(i for r in x.image.ranges for i in _MD.disasm(x.image.code[r.begin:r.end], r.begin)
+                if i.mnemonic == "mov" and len(i.bytes) == 3 and i.bytes[1] == 0x89 and i.bytes[2] >= 0xC0)
+    code = bytearray(x.image.code)
+    code[move.address + 2] ^= 0x08                    # ModRM.reg: another source register
+    findings = dataclasses.replace(x.image, code=bytes(code)).verify()
+    assert [(f.rule, f.offset) for f in findings] == [("instruction-bytes", move.address)]
+
+
+def test_verify_holds_the_image_against_the_objects_own_instructions(sample_images):
+    """What verify reads of the object (the link's decode, served again) is what decoding
+    each segment afresh gives -- also for a segment that does not start on an instruction
+    of it, which the link's decode cannot serve."""
+    from llilc_eh.backend.image import _decode, _md, _object_instructions
+
+    def fresh(src, seg):
+        try:
+            return _decode(_md(), src.text, seg.source.start, seg.source.end, seg.function)
+        except BackendError as e:
+            return e.reason
+
+    def served(src, seg):
+        try:
+            return _object_instructions(_md(), src, seg)
+        except BackendError as e:
+            return e.reason
+
+    for opt in OPT_LEVELS:
+        for x in sample_images[opt]:
+            for seg in (seg for r in x.image.ranges for seg in r.segments):
+                assert served(x.image._source, seg) == fresh(x.image._source, seg), (x.name, str(seg))
+    x = _one(sample_images, 2, "CatchAndFilter.Program::CatchFilterCatch")
+    seg = x.image.ranges[0].segments[0]
+    inside = dataclasses.replace(seg, source=CodeRange(seg.source.start + 1, seg.source.end))
+    assert served(x.image._source, inside) == fresh(x.image._source, inside)
+
+
 # -- LLVM removes funclets at O2 ---------------------------------------------------------------
 
 def test_funclets_llvm_removed_are_absent(sample_images, sample_images_marked):
@@ -651,3 +694,42 @@ def test_stray_tails_are_only_blocks_no_one_else_reaches():
     shared = bytes.fromhex("eb01c3") + text[3:]
     fns, decoded = functions(shared, 11, 16)
     assert _stray_tails(fns, decoded) == {}
+
+
+def test_detailed_decoding_is_disasm_a_few_at_a_time(sample_images):
+    """`_detailed` yields what one `disasm` over the range yields, including where the range
+    ends inside an instruction."""
+    from llilc_eh.backend.image import _detailed, _md
+
+    x = _one(sample_images, 2, "CatchAndFilter.Program::CatchFilterCatch")
+    text = x.coff.section(".text").data
+    for start, end in ((0, len(text)), (0, 7), (3, len(text) - 1), (5, 5)):
+        want = [(i.address, i.size) for i in _md().disasm(text[start:end], start)]
+        assert [(i.address, i.size) for i in _detailed(_md(), text, start, end)] == want, (start, end)
+
+
+_RIP_MODRM = st.sampled_from([0x05, 0x0D, 0x15, 0x1D, 0x25, 0x2D, 0x35, 0x3D]) | st.integers(0, 255)
+
+
+@settings(max_examples=400, deadline=None)
+@given(prefix=st.sampled_from([b"", b"\x48", b"\x4c", b"\x41", b"\x66", b"\xf2", b"\xf3", b"\x67", b"\x2e", b"\x66\x48"]),
+       opcode=st.sampled_from([0x8D, 0x8B, 0x89, 0x3B, 0x39, 0x63, 0xFF, 0xE8, 0xE9, 0xEB, 0x0F, 0x80, 0xC7, 0x74])
+       | st.integers(0, 255),
+       modrm=_RIP_MODRM, rest=st.binary(min_size=12, max_size=12))
+def test_relative_fields_read_without_details_are_capstones(prefix, opcode, modrm, rest):
+    """`_relative`'s shortcuts (plain branches, plain rip-relative operands, indirect calls
+    and jumps) give what capstone's details give, for whatever the bytes decode to."""
+    from llilc_eh.backend.image import (
+        _MD_LITE,
+        _RELATIVE_MNEMONICS,
+        _md,
+        _relative,
+        _relative_field,
+    )
+
+    data = prefix + bytes([opcode, modrm]) + rest
+    for address, size, mnemonic, op_str in _MD_LITE.disasm_lite(data, 0x1000):
+        raw = data[address - 0x1000:address - 0x1000 + size]
+        detailed = (_relative_field(next(_md().disasm(raw, address, 1)))
+                    if mnemonic.startswith(_RELATIVE_MNEMONICS) or "rip" in op_str else None)
+        assert _relative(_md(), address, raw, mnemonic, op_str) == detailed, (raw.hex(), mnemonic, op_str)

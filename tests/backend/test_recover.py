@@ -161,6 +161,43 @@ def test_disagreeing_assembly_text_is_refused(sample_compiled):
     assert info.value.kind == "asm-mismatch" and "pad marker 0" in info.value.reason
 
 
+def test_assembly_text_statements():
+    """What `recover` walks, from hand-made lines: labels before a statement, statements
+    after `;`, comments, quoted names holding `;` and `#`, an escaped quote, a stray quote
+    (dropped, as the assembler's tokeniser drops it), prefixes, markers only in `.text`,
+    other sections and symbol assignments skipped."""
+    from llilc_eh.backend.recover import _text_items
+
+    lines = (
+        '\t.globl\t"a;b#c"',
+        '"a;b#c":',
+        '.L1: .L2:\tmovq\t%rax, %rbx # copy',
+        "\tnop; retq",
+        "\t#APP",
+        "\t# llilc.callsite 7",
+        "\t#NO_APP",
+        "\t# llilc.pad 3",
+        "\trex64 jmpq\t*%rax",
+        "\tlock",
+        "@feat.00 = 0",
+        '\tcallq\t"g\\"h"',
+        '\tcallq\t"unterminated',
+        "\t.p2align\t4, 0x90",
+        '\t.section\t.xdata,"dr"',
+        "\t# llilc.callsite 9",
+        ".Lx:",
+        "\t.long\t1",
+        "\t.text",
+        "\t.byte\t1, 2",
+    )
+    assert [tuple(item) for item in _text_items("\n".join(lines))] == [
+        ("label", "a;b#c", "", ()), ("label", ".L1", "", ()), ("label", ".L2", "", ()),
+        ("insn", "movq", "%rax, %rbx", ()), ("insn", "nop", "", ()), ("insn", "retq", "", ()),
+        ("marker", "7", "", ()), ("pad", "3", "", ()), ("insn", "jmpq", "*%rax", ("rex64",)),
+        ("prefix", "lock", "", ()), ("insn", "callq", '"g\\"h"', ()), ("insn", "callq", "unterminated", ()),
+        ("align", ".p2align", "4, 0x90", ()), ("data", ".byte", "1, 2", ())]
+
+
 # -- llvm-readobj --unwind -----------------------------------------------------------------------
 
 def test_unwind_info_agrees_with_readobj(sample_compiled, readobj, tmp_path):
