@@ -9,16 +9,37 @@ naming the method and the offset inside the body.
 from __future__ import annotations
 
 import enum
+import struct
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from construct import ConstructError
 
 from ..errors import AssemblyError
 from .structs import (FAT_CLAUSE_SIZE, FAT_HEADER_SIZE, SECTION_HEADER_SIZE, SMALL_CLAUSE_SIZE,
-                      FatEHClause, FatMethodHeader, SectionHeader, SmallEHClause)
+                      FatEHClause, FatHeaderFlags, FatMethodHeader, SectionHeader, SmallEHClause,
+                      bulk_format)
 
 TINY_FORMAT = 0x2
 FAT_FORMAT = 0x3
+
+# A corpus run reads every body (100,000 over .NET's assemblies), so the fixed-size parts are
+# unpacked in bulk (`bulk_format`) and the bit-field parts, which take few distinct values, are
+# parsed once per value: a construct parse per header and clause was most of the cost.
+_FAT_HEADER = struct.Struct(bulk_format(FatMethodHeader))
+_CLAUSES = {True: struct.Struct(bulk_format(FatEHClause)), False: struct.Struct(bulk_format(SmallEHClause))}
+
+
+@lru_cache(maxsize=1 << 10)
+def _fat_flags(data: bytes):
+    """The first 16 bits of a fat header, parsed (read-only: the container is shared)."""
+    return FatHeaderFlags.parse(data)
+
+
+@lru_cache(maxsize=1 << 12)
+def _section_header(data: bytes):
+    """An extra data section's header, parsed (read-only: the container is shared)."""
+    return SectionHeader.parse(data)
 
 
 class ClauseKind(enum.Enum):
@@ -115,18 +136,19 @@ class MethodBody:
                 f"{len(self.clauses)} EH clause(s) in {len(self.sections)} section(s)")
 
 
-def _clause(index: int, raw, fat: bool, where: str, section_offset: int) -> ILClause:
+def _clause(index: int, raw: tuple[int, ...], fat: bool, where: str, section_offset: int) -> ILClause:
+    """`raw`: the fields of a Small/FatEHClause, in their declared order."""
+    flags, try_offset, try_length, handler_offset, handler_length, token_or_filter = raw
     try:
-        kind = ClauseKind(raw.flags)
+        kind = ClauseKind(flags)
     except ValueError:
-        raise AssemblyError(f"EH clause #{index} has unknown flags 0x{raw.flags:X} "
+        raise AssemblyError(f"EH clause #{index} has unknown flags 0x{flags:X} "
                             f"(section at body offset {section_offset})", method=where,
                             kind="bad-clause-flags") from None
-    token_or_filter = raw.class_token_or_filter_offset
     return ILClause(
         index=index, kind=kind,
-        try_start=raw.try_offset, try_end=raw.try_offset + raw.try_length,
-        handler_start=raw.handler_offset, handler_end=raw.handler_offset + raw.handler_length,
+        try_start=try_offset, try_end=try_offset + try_length,
+        handler_start=handler_offset, handler_end=handler_offset + handler_length,
         class_token=token_or_filter if kind is ClauseKind.CATCH else None,
         filter_start=token_or_filter if kind is ClauseKind.FILTER else None,
         fat=fat,
@@ -157,16 +179,16 @@ def parse_body(data: bytes | memoryview, start: int, *, token: int, name: str, r
     if start + FAT_HEADER_SIZE > end_of_data:
         raise AssemblyError("fat method header runs past the end of the file", method=where,
                             kind="truncated-body")
-    header = FatMethodHeader.parse(bytes(data[start:start + FAT_HEADER_SIZE]))
-    dwords = header.flags_and_size.header_dwords
-    flags = header.flags_and_size.flags
+    flags_and_size, max_stack, code_size, local_var_sig_tok = _FAT_HEADER.unpack_from(data, start)
+    fat_flags = _fat_flags(flags_and_size)
+    dwords, flags = fat_flags.header_dwords, fat_flags.flags
     if dwords != FAT_HEADER_SIZE // 4:
         raise AssemblyError(f"fat method header says it is {dwords} dwords, not 3", method=where,
                             kind="bad-method-header")
     code_start = start + FAT_HEADER_SIZE
-    code_end = code_start + header.code_size
+    code_end = code_start + code_size
     if code_end > end_of_data:
-        raise AssemblyError(f"code size {header.code_size} runs past the end of the file",
+        raise AssemblyError(f"code size {code_size} runs past the end of the file",
                             method=where, kind="truncated-body")
     clauses: list[ILClause] = []
     sections: list[DataSection] = []
@@ -179,7 +201,7 @@ def parse_body(data: bytes | memoryview, start: int, *, token: int, name: str, r
             raise AssemblyError(f"extra data section at body offset {rel} lies past the end of the file",
                                 method=where, kind="truncated-body")
         try:
-            sh = SectionHeader.parse(bytes(data[pos:pos + SECTION_HEADER_SIZE]))
+            sh = _section_header(bytes(data[pos:pos + SECTION_HEADER_SIZE]))
         except ConstructError as e:  # pragma: no cover - a 4-byte header always parses
             raise AssemblyError(f"bad section header at body offset {rel}: {e}", method=where,
                                 kind="bad-eh-section") from None
@@ -192,11 +214,9 @@ def parse_body(data: bytes | memoryview, start: int, *, token: int, name: str, r
         count = 0
         if sh.kind.eh_table:
             clause_size = FAT_CLAUSE_SIZE if fat else SMALL_CLAUSE_SIZE
-            layout = FatEHClause if fat else SmallEHClause
             count = (size - SECTION_HEADER_SIZE) // clause_size
             base = pos + SECTION_HEADER_SIZE
-            for i in range(count):
-                raw = layout.parse(bytes(data[base + i * clause_size: base + (i + 1) * clause_size]))
+            for raw in _CLAUSES[fat].iter_unpack(data[base:base + count * clause_size]):
                 clauses.append(_clause(len(clauses), raw, fat, where, rel))
         elif not sh.kind.opt_il_table:
             raise AssemblyError(f"extra data section at body offset {rel} has unknown kind "
@@ -205,7 +225,7 @@ def parse_body(data: bytes | memoryview, start: int, *, token: int, name: str, r
                                     data_size=size, clause_count=count))
         pos += size
     return MethodBody(token=token, name=name, rva=rva, tiny=False, header_size=FAT_HEADER_SIZE,
-                      max_stack=header.max_stack, init_locals=bool(flags.init_locals),
-                      local_sig_token=header.local_var_sig_tok,
+                      max_stack=max_stack, init_locals=bool(flags.init_locals),
+                      local_sig_token=local_var_sig_tok,
                       code=bytes(data[code_start:code_end]), clauses=tuple(clauses),
                       sections=tuple(sections))

@@ -22,6 +22,7 @@ from functools import cached_property
 
 from construct import ConstructError
 
+from ..assembly.structs import bulk_format
 from ..errors import BackendError
 from . import structs
 
@@ -96,6 +97,9 @@ class StorageClass(enum.IntEnum):
     CLR_TOKEN = 107
 
 
+_STORAGE_CLASSES = {int(c): c for c in StorageClass}
+
+
 class SectionFlags(enum.IntFlag):
     """IMAGE_SCN_* bits an object uses (the alignment field is read by `Section.alignment`)."""
 
@@ -130,20 +134,38 @@ def _bad(reason: str, offset: int | None = None) -> BackendError:
     return BackendError(reason, kind="bad-coff", offset=offset)
 
 
-def aux_format(symbol) -> str | None:
+def aux_format(storage: int, value: int, section_number: int, type_: int) -> str | None:
     """Which auxiliary record format a primary symbol record carries (PE/COFF "Auxiliary
-    Symbol Records"); None: kept as raw bytes."""
-    storage = symbol.storage_class
+    Symbol Records"), from its storage class, value, section number and type; None: kept as
+    raw bytes."""
     if storage == StorageClass.FILE:
         return "file"
     if storage == StorageClass.WEAK_EXTERNAL:
         return "weak-external"
-    if storage == StorageClass.STATIC and symbol.value == 0 and symbol.section_number > 0:
+    if storage == StorageClass.STATIC and value == 0 and section_number > 0:
         return "section"
-    if (storage == StorageClass.EXTERNAL and symbol.type >> 4 == _DTYPE_FUNCTION
-            and symbol.section_number > 0):
+    if storage == StorageClass.EXTERNAL and type_ >> 4 == _DTYPE_FUNCTION and section_number > 0:
         return "function"
     return None
+
+
+# The records of an object come by the dozen: they are unpacked with `struct` formats derived
+# from their declarations (one construct parse per record was most of the cost of reading an
+# object).
+_SYMBOL_RECORD = struct.Struct(bulk_format(structs.SymbolRecord))
+_LONG_NAME = struct.Struct(bulk_format(structs.SymbolLongName))
+_RELOCATION = struct.Struct(bulk_format(structs.Relocation))
+_AUX_RECORDS = {name: (struct.Struct(bulk_format(layout)), tuple(sub.name for sub in layout.subcons))
+                for name, layout in structs.AUX_FORMATS.items()}
+
+
+def _aux_records(fmt: str | None, chunks: list[bytes]) -> tuple:
+    """A symbol's aux records (18 bytes each) as dicts keyed by the field names of their
+    declaration (`aux_format` `fmt`), or as their bytes when the format is not one we read."""
+    if fmt not in _AUX_RECORDS:
+        return tuple(chunks)
+    unpacker, names = _AUX_RECORDS[fmt]
+    return tuple(dict(zip(names, unpacker.unpack(chunk))) for chunk in chunks)
 
 
 @dataclass(frozen=True)
@@ -278,7 +300,7 @@ class CoffObject:
         """Read an object file; a malformed one is a `BackendError(kind="bad-coff")`."""
         data = bytes(data)
         try:
-            raw = structs.CoffFile.parse(data, aux_format=aux_format)
+            raw = structs.CoffFile.parse(data)
         except ConstructError as e:
             raise _bad(f"unreadable COFF object ({len(data)} bytes): {e}") from None
         header = raw.file_header
@@ -295,16 +317,26 @@ class CoffObject:
         def short(name: bytes) -> str:
             return name.rstrip(b"\0").decode("utf-8", "surrogateescape")
 
-        symbols, by_index, index = [], {}, 0
-        for entry in raw.symbols or ():
-            record = entry.symbol
-            name = (string_at(record.name.long.offset) if record.name.long.zeroes == 0
-                    else short(record.name.short))
-            aux = tuple(a if isinstance(a, bytes) else _plain(a) for a in entry.aux)
-            symbols.append((index, name, record, aux))
-            index += 1 + record.number_of_aux_symbols
-        if index != header.number_of_symbols:
-            raise _bad(f"symbol table holds {index} records, the header says {header.number_of_symbols}")
+        # Primary records, each with its aux records; one whose aux records would run past the
+        # table ends it (and the count check fails).
+        table, count, size = raw.symbols, header.number_of_symbols, structs.SYMBOL_RECORD_SIZE
+        records = list(_SYMBOL_RECORD.iter_unpack(table))
+        symbols, index = [], 0
+        while index < count:
+            name, value, section_number, type_, storage, aux_count = records[index]
+            if index + 1 + aux_count > count:
+                break
+            zeroes, offset = _LONG_NAME.unpack(name)
+            aux = ()
+            if aux_count:
+                first = (index + 1) * size
+                aux = _aux_records(aux_format(storage, value, section_number, type_),
+                                   [table[at:at + size] for at in range(first, first + aux_count * size, size)])
+            symbols.append((index, string_at(offset) if zeroes == 0 else short(name), value, section_number,
+                            type_, _STORAGE_CLASSES.get(storage, storage), aux))
+            index += 1 + aux_count
+        if index != count:
+            raise _bad(f"symbol table holds {index} records, the header says {count}")
 
         section_names = []
         for number, sec in enumerate(raw.sections, start=1):
@@ -322,35 +354,30 @@ class CoffObject:
                 return section_names[number - 1]
             raise _bad(f"symbol in section {number} of {len(section_names)}")
 
-        symbol_values = []
-        for index, name, record, aux in symbols:
-            storage = record.storage_class
-            symbol = Symbol(index, name, record.value, record.section_number, record.type,
-                            StorageClass(storage) if storage in StorageClass._value2member_map_ else storage,
-                            aux, section_name(record.section_number))
-            symbol_values.append(symbol)
-            by_index[index] = symbol
+        symbol_values = [Symbol(index, name, value, number, type_, storage, aux, section_name(number))
+                         for index, name, value, number, type_, storage, aux in symbols]
+        by_index = {symbol.index: symbol for symbol in symbol_values}
 
         sections = []
         for number, sec in enumerate(raw.sections, start=1):
             h = sec.header
-            entries = list(sec.relocations.entries) if sec.relocations is not None else []
-            if sec.overflow:
-                entries = entries[1:]  # the first record only carries the count
             relocations = []
-            for r in entries:
-                address, index, kind = r["virtual_address"], r["symbol_table_index"], r["type"]
-                target = by_index.get(index)
-                if target is None:
-                    raise _bad(f"relocation at {section_names[number - 1]}+0x{address:x} "
-                               f"names symbol record {index}, not a primary symbol")
-                relocations.append(Relocation(address, _RELOCATION_TYPES.get(kind, kind), index,
-                                              target.name))
+            if sec.relocations is not None:
+                table = sec.relocations.records
+                if sec.overflow:
+                    table = table[structs.RELOCATION_SIZE:]  # the first record only carries the count
+                for address, index, kind in _RELOCATION.iter_unpack(table):
+                    target = by_index.get(index)
+                    if target is None:
+                        raise _bad(f"relocation at {section_names[number - 1]}+0x{address:x} "
+                                   f"names symbol record {index}, not a primary symbol")
+                    relocations.append(Relocation(address, _RELOCATION_TYPES.get(kind, kind), index,
+                                                  target.name))
             sections.append(Section(number, section_names[number - 1], h.characteristics,
                                     sec.data if sec.data is not None else b"", h.size_of_raw_data,
                                     tuple(relocations), h.virtual_size, h.virtual_address))
         return cls(header.machine, header.time_date_stamp, header.characteristics, tuple(sections),
-                   tuple(symbol_values), header.number_of_symbols, by_index)
+                   tuple(symbol_values), count, by_index)
 
     # -- lookups --------------------------------------------------------------------------
 
@@ -453,11 +480,6 @@ class CoffObject:
         lines.append("Symbols:")
         lines += [f"  {s}" for s in self.symbols]
         return "\n".join(lines)
-
-
-def _plain(container) -> dict:
-    """A construct container as a plain dict without construct's private keys."""
-    return {k: v for k, v in container.items() if not k.startswith("_")}
 
 
 _B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"

@@ -139,7 +139,6 @@ import bisect
 import struct
 from collections import defaultdict
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import NamedTuple
 
 import capstone
@@ -1354,11 +1353,6 @@ def _fix_jump_tables(coff, pieces, rodata, rodata_offset, rodata_places, source)
 # Step 7: unwind data and .pdata
 
 
-# Most ranges' UNWIND_INFOs are one of a few prologs (a funclet's PSPSym frame, a leaf's),
-# and encoding one costs a construct build: each distinct one is encoded once per process.
-_encode_unwind_info = lru_cache(maxsize=4096)(encode_unwind_info)
-
-
 def _unwind(recovered, model, pieces):
     ranges, runtime, blob = [], [], bytearray()
     for p in pieces:
@@ -1372,7 +1366,7 @@ def _unwind(recovered, model, pieces):
         ranges.append(PlacedRange(p.funclet, p.kind, fn.name, CodeRange(p.start, p.end), fn.code_range,
                                   info, synthesized, p.segments))
         at = len(blob)
-        blob += _encode_unwind_info(info)
+        blob += encode_unwind_info(info)   # (memoised: a few prologs recur)
         blob += bytes(-len(blob) % 4)
         runtime.append(RuntimeFunction(p.start, p.end, at))
     return tuple(ranges), tuple(runtime), bytes(blob)

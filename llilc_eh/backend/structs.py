@@ -14,8 +14,12 @@
     string table     right after the symbol table: a dword size (counting itself), then
                      NUL-terminated names
 
-`CoffFile` parses a whole object in one go. Meaning (relocation types, storage classes,
-section flags, which aux record a symbol has) lives in `coff.py`; this file is layout only.
+`CoffFile` reads a whole object in one go: headers, section data, the string table, and the
+two tables of fixed-size records (relocations, symbols with their aux records) as bytes, which
+`coff.py` unpacks in bulk with `struct` formats derived from `Relocation` and `SymbolRecord`
+(`bulk_format`): an object holds dozens of them, and one construct parse per record was most of
+the cost of reading it. Meaning (relocation types, storage classes, section flags, which aux
+record a symbol has) lives in `coff.py`; this file is layout only.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from construct import (
                        GreedyBytes,
                        GreedyRange,
                        If,
+                       IfThenElse,
                        Int8ul,
                        Int16sl,
                        Int16ul,
@@ -36,9 +41,7 @@ from construct import (
                        Peek,
                        Pointer,
                        Struct,
-                       Switch,
                        Tell,
-                       Union,
                        this,
 )
 
@@ -82,19 +85,20 @@ Relocation = Struct(
     "type" / Int16ul,
 )
 
-# The 8 name bytes of a symbol: the name itself, or four zero bytes and a string table offset.
-SymbolName = Union(0,
-    "short" / Bytes(8),
-    "long" / Struct("zeroes" / Int32ul, "offset" / Int32ul),
-)
-
 SymbolRecord = Struct(
-    "name" / SymbolName,
+    "name" / Bytes(8),                      # the name itself, NUL-padded, or a SymbolLongName
     "value" / Int32ul,
     "section_number" / Int16sl,             # 1-based; 0 undefined, -1 absolute, -2 debug
     "type" / Int16ul,                       # LSB base type, MSB complex type (0x20: function)
     "storage_class" / Int8ul,
     "number_of_aux_symbols" / Int8ul,
+)
+
+# The 8 name bytes of a symbol whose name is longer: four zero bytes, then the name's offset in
+# the string table.
+SymbolLongName = Struct(
+    "zeroes" / Int32ul,
+    "offset" / Int32ul,
 )
 
 # Auxiliary records, by the format the primary symbol selects (coff.aux_format).
@@ -126,8 +130,7 @@ AuxSectionDefinition = Struct(              # format 5: STATIC symbol naming a s
     "unused" / Bytes(3),
 )
 
-AuxRaw = Bytes(SYMBOL_RECORD_SIZE)          # formats we keep as bytes (.bf/.ef, CLR tokens)
-
+# Other aux records (.bf/.ef, CLR tokens) are kept as their 18 bytes.
 AUX_FORMATS = {
     "function": AuxFunctionDefinition,
     "weak-external": AuxWeakExternal,
@@ -135,57 +138,43 @@ AUX_FORMATS = {
     "section": AuxSectionDefinition,
 }
 
-# The records parsed by the thousand are compiled (construct generates a parser from the same
-# declaration; ~3x faster). The composite structures below use these compiled forms.
-_SectionHeaderC = SectionHeader.compile()
-_RelocationC = Relocation.compile()
-_SymbolRecordC = SymbolRecord.compile()
-_AUX_FORMATS_C = {name: layout.compile() for name, layout in AUX_FORMATS.items()}
-
-# One symbol with its auxiliary records; `aux_format` is a function of the primary record,
-# given as the parse parameter of the same name (coff.aux_format).
-SymbolEntry = Struct(
-    "symbol" / _SymbolRecordC,
-    "aux" / Array(this.symbol.number_of_aux_symbols,
-                  Switch(lambda ctx: ctx._params.aux_format(ctx.symbol), _AUX_FORMATS_C,
-                         default=AuxRaw)),
-)
-
 StringTable = Struct(
     "size" / Int32ul,                       # counts its own four bytes
     "strings" / FixedSized(lambda ctx: max(ctx.size - 4, 0), GreedyBytes),
 )
 
-# Relocations of one section, starting at PointerToRelocations. `overflow` (a parse-time
-# context value) is true for NRELOC_OVFL with a count of 0xFFFF: the first record's
-# VirtualAddress is then the real count, that first record included.
+# Relocations of one section, starting at PointerToRelocations: `Relocation` records back to
+# back (`records`). Their count is the section's NumberOfRelocations or, when the section's
+# `overflow` is set (NRELOC_OVFL with a count of 0xFFFF), the first record's VirtualAddress:
+# the real count, that first record included.
 RelocationTable = Struct(
-    "overflow_count" / If(this._.overflow, Peek(Int32ul)),
-    "entries" / Array(lambda ctx: ctx.overflow_count if ctx._.overflow else ctx._.count, _RelocationC),
+    "count" / IfThenElse(this._.overflow, Peek(Int32ul), Computed(this._.header.number_of_relocations)),
+    "records" / Bytes(this.count * RELOCATION_SIZE),
 )
 
 # One section: its header (read in table order) with its raw data and relocations (read
-# where the header points).
+# where the header points). The header is parsed by construct's compiled form of its
+# declaration, given exactly its 40 bytes: compiled code does not check short reads.
 Section = Struct(
-    "header" / _SectionHeaderC,
+    "header" / FixedSized(SECTION_HEADER_SIZE, SectionHeader.compile()),
     # Uninitialized data (.bss) has a size but no bytes in the file.
     "data" / If(lambda ctx: not ctx.header.characteristics & IMAGE_SCN_CNT_UNINITIALIZED_DATA
                 and ctx.header.pointer_to_raw_data,
                 Pointer(this.header.pointer_to_raw_data, Bytes(this.header.size_of_raw_data))),
     "overflow" / Computed(lambda ctx: bool(ctx.header.characteristics & IMAGE_SCN_LNK_NRELOC_OVFL)
                           and ctx.header.number_of_relocations == 0xFFFF),
-    "count" / Computed(this.header.number_of_relocations),
-    "relocations" / If(this.count, Pointer(this.header.pointer_to_relocations, RelocationTable)),
+    "relocations" / If(this.header.number_of_relocations,
+                       Pointer(this.header.pointer_to_relocations, RelocationTable)),
 )
 
-# A whole object file. Parse with `aux_format=` (coff.aux_format).
+# A whole object file. The symbol table (`symbols`) is its records back to back: each
+# `SymbolRecord` followed by its NumberOfAuxSymbols auxiliary records (`AUX_FORMATS`, or raw).
 CoffFile = Struct(
     "file_header" / FileHeader,
     "optional_header" / Bytes(this.file_header.size_of_optional_header),
     "sections" / Array(this.file_header.number_of_sections, Section),
-    "symbols" / If(this.file_header.number_of_symbols, Pointer(
-        this.file_header.pointer_to_symbol_table,
-        FixedSized(this.file_header.number_of_symbols * SYMBOL_RECORD_SIZE, GreedyRange(SymbolEntry)))),
+    "symbols" / Pointer(this.file_header.pointer_to_symbol_table,
+                        Bytes(this.file_header.number_of_symbols * SYMBOL_RECORD_SIZE)),
     "string_table" / If(this.file_header.pointer_to_symbol_table, Pointer(
         this.file_header.pointer_to_symbol_table
         + this.file_header.number_of_symbols * SYMBOL_RECORD_SIZE, StringTable)),

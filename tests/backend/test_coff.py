@@ -6,10 +6,14 @@ damaged input."""
 from __future__ import annotations
 
 import re
+import struct
 
 import pytest
 from conftest import run_readobj
+from hypothesis import given
+from hypothesis import strategies as st
 
+from llilc_eh.assembly.structs import bulk_format
 from llilc_eh.backend import structs
 from llilc_eh.backend.coff import CoffObject, RelocationType, StorageClass
 from llilc_eh.errors import BackendError
@@ -191,12 +195,12 @@ def test_rel32_n_relocation_types(pool, readobj, tmp_path):
     """LLVM's assembler folds the instruction tail into the addend and always writes REL32;
     other producers use REL32_1..5. Retype the four .text relocations and compare."""
     data = bytearray(pool.compile(SPECIAL_IR, 0).obj)
-    raw = structs.CoffFile.parse(bytes(data), aux_format=lambda s: None)
+    raw = structs.CoffFile.parse(bytes(data))
     text = raw.sections[0]
     new_types = [RelocationType.REL32_1, RelocationType.REL32_2, RelocationType.REL32_4,
                  RelocationType.REL32_5, RelocationType.REL32_3]
     for i, kind in enumerate(new_types):
-        entry = dict(text.relocations.entries[i])
+        entry = dict(structs.Relocation.parse(text.relocations.records[structs.RELOCATION_SIZE * i:]))
         entry["type"] = int(kind)
         at = text.header.pointer_to_relocations + structs.RELOCATION_SIZE * i
         data[at:at + structs.RELOCATION_SIZE] = structs.Relocation.build(entry)
@@ -232,16 +236,34 @@ def test_runtime_functions_resolve_relocations(sample_compiled):
     assert str(entries[0]).startswith("[0x0, ")
 
 
+def _relocations_elsewhere(d: bytearray) -> bytearray:
+    """The first section's PointerToRelocations past the end of the object."""
+    structs.SectionHeader.parse(d[structs.FILE_HEADER_SIZE:])  # a section header is there
+    d[structs.FILE_HEADER_SIZE + 24:structs.FILE_HEADER_SIZE + 28] = (len(d) + 1).to_bytes(4, "little")
+    return d
+
+
 @pytest.mark.parametrize("mutate, words", [
     (lambda d: d[:10], "unreadable"),
+    (lambda d: d[:30], "unreadable"),      # inside the first section header
     (lambda d: b"\x4c\x01" + d[2:], "not AMD64"),
     (lambda d: d[:-40], "unreadable"),
+    (_relocations_elsewhere, "unreadable"),
 ])
 def test_damaged_objects(sample_compiled, mutate, words):
     data = sample_compiled[0][0].result.obj
     with pytest.raises(BackendError) as info:
         CoffObject.parse(mutate(bytearray(data)))
     assert info.value.kind == "bad-coff" and words in info.value.reason
+
+
+@pytest.mark.parametrize("layout", [structs.SymbolRecord, structs.SymbolLongName, structs.Relocation,
+                                    *structs.AUX_FORMATS.values()])
+@given(st.data())
+def test_records_read_in_bulk_read_as_declared(layout, data):
+    raw = data.draw(st.binary(min_size=layout.sizeof(), max_size=layout.sizeof()))
+    parsed = layout.parse(raw)
+    assert struct.unpack(bulk_format(layout), raw) == tuple(parsed[sub.name] for sub in layout.subcons)
 
 
 def test_lookups(sample_compiled):

@@ -69,12 +69,11 @@ from llilc_eh.errors import AssemblyError
 from ..loader import Assembly
 from ..native import ClauseFlags, CodeRange, NativeClause, NativeMethod
 from ..signatures import decode_compressed_int, decode_compressed_uint
-from ..structs import CorInfoEHClause
+from ..structs import CorInfoEHClause, bulk_format
 from .native_format import NativeArray, NativeHashtable, NativeReader, NibbleReader
 from .structs import (READYTORUN_HEADER_FIXED_SIZE, READYTORUN_SIGNATURE, ExceptionLookupEntry,
                       ImportSection, Machine, MethodDefRowStart, MethodSigFlags, ReadyToRunFlags, ReadyToRunHeader,
-                      RuntimeFunctionAmd64, SectionType, TargetOS, ZapSigElement, bulk_format,
-                      split_machine)
+                      RuntimeFunctionAmd64, SectionType, TargetOS, ZapSigElement, split_machine)
 
 METHODDEF = 0x06
 MEMBERREF = 0x0A

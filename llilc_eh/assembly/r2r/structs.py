@@ -2,16 +2,16 @@
 once with construct, and the numbers they carry.
 
 The fixed-size records that come in long arrays (RUNTIME_FUNCTION, the exception lookup
-table) are also read in bulk: `bulk_format` derives a `struct` format from the same
-declaration, so a 30,000-entry table is one `struct.iter_unpack` and the layout is still
-stated in one place.
+table) are also read in bulk: `bulk_format` (assembly/structs.py) derives a `struct` format
+from the same declaration, so a 30,000-entry table is one `struct.iter_unpack` and the layout
+is still stated in one place.
 """
 
 from __future__ import annotations
 
 import enum
 
-from construct import Array, Byte, FormatField, Int16ul, Int32ul, Renamed, Struct, this
+from construct import Array, Byte, Int16ul, Int32ul, Struct, this
 
 # -------------------------------------------------------------------- layouts
 
@@ -66,17 +66,6 @@ MethodDefRowStart = Struct(
     "rva" / Int32ul,
     "impl_flags" / Int16ul,
 )
-
-
-def bulk_format(layout: Struct) -> str:
-    """The little-endian `struct` format of a layout made only of fixed-size integers."""
-    codes = []
-    for sub in layout.subcons:
-        field = sub.subcon if isinstance(sub, Renamed) else sub
-        if not isinstance(field, FormatField):
-            raise TypeError(f"{sub} is not a fixed-size integer field")
-        codes.append(field.fmtstr.lstrip("<>=!"))
-    return "<" + "".join(codes)
 
 
 # -------------------------------------------------------------------- numbers
