@@ -448,7 +448,14 @@ class CoffObject:
         return symbol.section_name, symbol.value + addend
 
     def runtime_functions(self, section: str = ".pdata") -> tuple[RuntimeFunctionEntry, ...]:
-        """`.pdata`, each RUNTIME_FUNCTION's three ADDR32NB fields resolved to section offsets."""
+        """`.pdata`, each RUNTIME_FUNCTION's three ADDR32NB fields resolved to section offsets
+        (read once per object: recovery, the image and the differential all ask)."""
+        read = self.__dict__.setdefault("_runtime_functions", {})
+        if section not in read:
+            read[section] = self._read_runtime_functions(section)
+        return read[section]
+
+    def _read_runtime_functions(self, section: str) -> tuple[RuntimeFunctionEntry, ...]:
         if not self.has_section(section):
             return ()
         pdata = self.section(section)
