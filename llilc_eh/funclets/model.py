@@ -398,7 +398,18 @@ def _read_source(module_text: str) -> list[_SourceFunction]:
     functions: list[_SourceFunction] = []
     current: _SourceFunction | None = None
     offset: int | None = None
+    offsets: list[int | None] | None = None     # the current block's, once there is one
     for line in module_text.split("\n"):
+        # nearly every line is an instruction or an `; IL_xxxx:` comment of the current block
+        if offsets is not None and line.startswith("  "):
+            head = line[2:3]
+            if head == "%" or head.isalpha():
+                offsets.append(offset)
+                continue
+            if head == ";":
+                if m := _IL_COMMENT.match(line, 2):
+                    offset = int(m.group(1), 16)
+                continue
         if current is None:
             if line.startswith("define "):
                 m = _DEFINE_NAME.search(line)
@@ -407,7 +418,7 @@ def _read_source(module_text: str) -> list[_SourceFunction]:
             continue
         if line.startswith("}"):
             functions.append(current)
-            current = None
+            current = offsets = None
             continue
         stripped = line.strip()
         if not stripped:
@@ -419,6 +430,7 @@ def _read_source(module_text: str) -> list[_SourceFunction]:
             if m:
                 offset = int(m.group(1), 16)
             current.blocks.append(_SourceBlock(label.strip(), int(clause.group(1)) if clause else None, []))
+            offsets = current.blocks[-1].offsets
             continue
         if stripped.startswith(";"):
             m = _IL_COMMENT.match(stripped)
@@ -427,7 +439,8 @@ def _read_source(module_text: str) -> list[_SourceFunction]:
             continue
         if not current.blocks:                                  # an unlabeled entry block
             current.blocks.append(_SourceBlock("", None, []))
-        current.blocks[-1].offsets.append(offset)
+            offsets = current.blocks[-1].offsets
+        offsets.append(offset)
     return functions
 
 
@@ -621,6 +634,11 @@ class _Builder:
                 try_states[s] = states
                 enclosing[s], source[s] = outer, "catchswitch"
                 nxt[s] = states[k + 1] if k + 1 < len(states) else outer
+        # where each cleanup's cleanuprets go, in one walk of the blocks (not one per cleanup)
+        self.cleanuprets: dict = defaultdict(set)
+        for block in self.f.blocks:
+            if (term := block.terminator) is not None and term.opcode == "cleanupret" and block in self.f.colors:
+                self.cleanuprets[self.f.exit_pad(term)].add(term.labels[0] if term.labels else None)
         for i, row in enumerate(self.rows):
             if row["kind"] not in (FuncletKind.FINALLY, FuncletKind.FAULT):
                 continue
@@ -654,9 +672,7 @@ class _Builder:
         """Where an exception continues after cleanup `pad`: its cleanuprets' target, else an
         unwind edge that leaves it (from it or a funclet inside it), else the caller."""
         f = self.f
-        rets = {term.labels[0] if term.labels else None
-                for block in f.blocks if (term := block.terminator) is not None
-                and term.opcode == "cleanupret" and f.exit_pad(term) is pad and block in f.colors}
+        rets = self.cleanuprets.get(pad, set())
         if len(rets) > 1:
             self.problems.append(Finding("cleanup-exits-disagree", f"funclet {pad.name}",
                                          "its cleanuprets unwind to " + ", ".join(sorted(map(str, rets)))))
@@ -693,11 +709,12 @@ class _Builder:
             for k, inst in enumerate(block.insts):
                 if inst.opcode not in ("call", "invoke"):
                     continue
-                if (m := _CALLSITE_MARKER.search(inst.text)) is not None:
-                    marker = int(m.group(1))
-                    continue
-                if _PAD_MARKER.search(inst.text) is not None:
-                    continue                # a funclet's identity, no call
+                if "asm" in inst.text:      # (both markers are inline asm: most calls skip both searches)
+                    if (m := _CALLSITE_MARKER.search(inst.text)) is not None:
+                        marker = int(m.group(1))
+                        continue
+                    if _PAD_MARKER.search(inst.text) is not None:
+                        continue            # a funclet's identity, no call
                 m = _CALLEE.search(inst.text)
                 callee = m.group(1) if m else "?"
                 if callee.startswith(("@llvm.", '@"llvm.')):

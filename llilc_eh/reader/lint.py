@@ -61,11 +61,18 @@ blocks numbered. llvmlite's ValueRef API would give opcodes and operands but not
 bundles, successors, attribute groups or the numbers of unnamed values; printing one
 instruction (`str(instruction)`) renumbers the whole function, so per-instruction printing is
 quadratic; and every ValueRef query is an FFI call (~10 µs): walking a function's operands
-that way costs ~120 µs per instruction; the print costs ~2 µs and this lint as a whole
-~30 µs (8,000 instructions: 0.25 s). A value operand is any
+that way costs ~120 µs per instruction; the print costs ~2 µs. A value operand is any
 `%name` that names an argument or an instruction of the function (blocks and values share
 one namespace in LLVM; a named struct type that shares a value's name would be misread,
 the reader emits none).
+
+Reading the print costs Python per line and per regex match far more than per character, so
+the lint reads a function in few steps: the lines that begin instructions in runs (only
+labels, blank lines and continuations one by one), the head (defined value, opcode) of every
+instruction in one regex scan, and operands only where asked: the block operands of
+terminators, the values of an instruction when a rule needs them. The cross-funclet rule
+first scans each group of blocks in the same funclets at once and judges instruction by
+instruction only a group where some value crosses.
 """
 
 from __future__ import annotations
@@ -93,18 +100,39 @@ RULES = (
 
 _PADS = ("catchpad", "cleanuppad", "catchswitch")
 _CALLS = ("call", "invoke", "callbr")
-_CALL_MARKERS = ("tail ", "musttail ", "notail ")
 
-_IDENT = r'(?:"(?:[^"\\]|\\.)*"|[-\w$.]+)'
+# (no string spans a line: the instructions of a block are read as one text, a line each)
+_STRING = r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"'
+_IDENT = r'(?:' + _STRING + r'|[-\w$.]+)'
 _LOCAL = "%" + _IDENT
-# one token of an instruction: a local name (maybe after `label `), a global, or a string
-_TOKEN = re.compile(r'(label )?(' + _LOCAL + r')|@' + _IDENT + r'|c?"(?:[^"\\]|\\.)*"')
-_DEFINES = re.compile(r'(' + _LOCAL + r') = ')
+# one token of an instruction: a block operand (`label %x`: group 1), a local name (group 2),
+# a global, or a string (a `c"..."` constant is found from its quote)
+_TOKEN = re.compile(r'label (' + _LOCAL + r')|(' + _LOCAL + r')|@' + _IDENT + r'|' + _STRING)
+# a block operand alone (a literal start: the scan skips to each `label `)
+_LABEL = re.compile(r'label (' + _LOCAL + r')')
+# `_TOKEN` with only the block operands captured: the same scan, ~1.5 times faster (every
+# alternative begins with a literal character the scan can skip to)
+_LABEL_TOKEN = re.compile(r'label (' + _LOCAL + r')|' + _LOCAL + r'|@' + _IDENT + r'|' + _STRING)
+# every local name, block operands included, and strings (so no `%` inside one is taken for a
+# name): a superset of the values an instruction uses, found ~3 times faster than `_TOKEN`
+# finds them (both alternatives begin with a literal character the scan can skip to)
+_LOCAL_OR_STRING = re.compile(_LOCAL + r'|' + _STRING)
+# the same for a text without a quoted local name (`%"`): every local name is found, a `%`
+# inside a string at worst adds a name (the scan skips to each `%`)
+_UNQUOTED_LOCAL = re.compile(r'%[-\w$.]+')
+# the start of a line that does not begin an instruction (in LLVM's print: a label, a blank
+# line, a continuation, the closing `}`), after any blank lines; group 1: a plain block label
+_OTHER_LINE = re.compile(r'\n\n*(?:([-\w$.]+):|(?!  [%A-Za-z]))')
+# the head of each instruction of a function, every one read as a line after "\n": the value
+# it defines (group 1), the text from the opcode on (2), the opcode (3)
+_HEAD = re.compile(r'\n(?:(' + _LOCAL + r') = )?(?:tail )?(?:musttail )?(?:notail )?(([^ \n]*)[^\n]*)')
 _WITHIN = re.compile(r'\bwithin (none|' + _LOCAL + r')')
 _FUNCLET_BUNDLE = re.compile(r'"funclet"\(token (' + _LOCAL + r'|none)\)')
 _CALLEE = re.compile(r'(@' + _IDENT + r'|' + _LOCAL + r'|\basm\b)')
 _GROUP_REF = re.compile(r'#\d+')
-_ATTRIBUTE_GROUP = re.compile(r'^attributes (#\d+) = \{(.*)\}', re.MULTILINE)
+# searched in "\n" + the module text: a literal start finds the groups (at the module's end)
+# without trying every position
+_ATTRIBUTE_GROUP = re.compile(r'\nattributes (#\d+) = \{(.*)\}')
 _DECLARE_NAME = re.compile(r'@(' + _IDENT + r')\(')
 _CONSTANT_I32 = re.compile(r'i32 -?\d+')
 
@@ -127,46 +155,102 @@ class LintFinding:
 # A function as the lint sees it
 
 
-@dataclass(eq=False)
 class _Inst:
-    text: str                       # one line, whitespace collapsed, as LLVM prints it
-    block: _Block
-    name: str | None                # the value it defines (`%x`), if any
-    opcode: str
-    body: str                       # the text from the opcode on
-    labels: list[str]               # block operands in order (`label %x`)
-    locals: list[str]               # every other `%name` it mentions, in order
-    values: list[str] = field(default_factory=list)   # of those, the function's values
+    """One instruction. Its operands are read when first asked for: the coloring and the
+    rules need the block operands of terminators and the values of a few instructions."""
+
+    __slots__ = ("_labels", "_values", "block", "body", "name", "opcode", "text")
+
+    def __init__(self, text: str, block: _Block, name: str | None, opcode: str, body: str):
+        self.text = text            # one line, whitespace collapsed, as LLVM prints it
+        self.block = block
+        self.name = name            # the value it defines (`%x`), if any
+        self.opcode = opcode
+        self.body = body            # the text from the opcode on
+        self._labels: list[str] | None = None
+        self._values: list[str] | None = None
+
+    @property
+    def labels(self) -> list[str]:
+        """Block operands in order (`label %x`)."""
+        if self._labels is None:
+            body = self.body
+            if "label " not in body:
+                self._labels = []
+            elif '"' not in body and body.count("label ") == body.count(" label "):
+                # no string, and every `label ` follows a space (ends no name): `_TOKEN` would
+                # read each where it stands
+                self._labels = _LABEL.findall(body)
+            else:
+                self._labels = [label for label in _LABEL_TOKEN.findall(body) if label]
+        return self._labels
+
+    @property
+    def values(self) -> list[str]:
+        """The function's values (arguments and instructions) among the other `%name`s it
+        mentions, in order."""
+        if self._values is None:
+            known = self.block.function.value_names
+            self._values = [local for _, local in _TOKEN.findall(self.body) if local in known] \
+                if "%" in self.body else []
+        return self._values
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Block:
     label: str                      # as referenced: `%entry`, `%5`, `%"a b"`
+    function: _Function
     insts: list[_Inst] = field(default_factory=list)
-
-    @property
-    def pad(self) -> _Inst | None:
-        """The pad the block begins with (after PHIs), if any."""
-        head = next((i for i in self.insts if i.opcode != "phi"), None)
-        return head if head is not None and head.opcode in _PADS else None
-
-    @property
-    def terminator(self) -> _Inst | None:
-        return self.insts[-1] if self.insts else None
+    # set once the function is read (the rules and the coloring ask them again and again)
+    pad: _Inst | None = None        # the pad the block begins with (after PHIs), if any
+    terminator: _Inst | None = None
+    successors: list[_Block] = field(default_factory=list)
 
 
-def _instruction(text: str, block: _Block) -> _Inst:
-    m = _DEFINES.match(text)
-    name = m.group(1) if m else None
-    rest = text[m.end():] if m else text
-    for marker in _CALL_MARKERS:
-        rest = rest.removeprefix(marker)
-    opcode = rest.split(" ", 1)[0]
-    labels, locals_ = [], []
-    for t in _TOKEN.finditer(rest):
-        if t.group(2):
-            (labels if t.group(1) else locals_).append(t.group(2))
-    return _Inst(text, block, name, opcode, rest, labels, locals_)
+def _body_texts(text: str, pos: int) -> tuple[list[tuple[str | None, list[str]]], int] | None:
+    """A function's blocks as (label, or None for the unlabeled entry block; its instructions),
+    read from its first line (at `pos`, right after the `define` line's "\\n") up to its
+    closing `}` line, and the position after that line (None: there is none).
+
+    An instruction is its line as printed, less the indentation, its continuation lines (an
+    invoke's `to label`/`unwind label`, a switch's cases) joined to it (`_Function._body`
+    collapses the whitespace). Only the other lines (labels, blank lines, continuations: a
+    few per block) are read one by one; the runs between them, lines that each begin an
+    instruction, are taken whole."""
+    blocks: list[tuple[str | None, list[str]]] = []
+    texts: list[str] | None = None
+    run = pos - 1                                           # the "\n" before the next line
+    for other in _OTHER_LINE.finditer(text, run):
+        if other.start() > run:                             # lines that each begin an instruction
+            if texts is None:                               # the unlabeled entry block
+                texts = []
+                blocks.append((None, texts))
+            texts += text[run:other.start()].replace("\n  ", "\n").split("\n")[1:]
+        end = text.find("\n", other.end())
+        run = end = len(text) if end < 0 else end
+        if other.group(1) is not None:                      # a block label (a comment may follow)
+            texts = []
+            blocks.append((other.group(1), texts))
+            continue
+        line = text[other.end():end]
+        if line.startswith("}"):
+            return blocks, end + 1
+        stripped = line.strip()
+        if not stripped or stripped.startswith((";", "#dbg_")):
+            continue
+        if not line.startswith(" "):                        # a block label
+            label = line[:line.index('"', 1) + 1] if line.startswith('"') else line.split(":", 1)[0]
+            texts = []
+            blocks.append((label.strip(), texts))
+            continue
+        if texts is None:                                   # the unlabeled entry block
+            texts = []
+            blocks.append((None, texts))
+        if line.startswith("  ") and line[2] not in " ]":
+            texts.append(stripped)
+        elif texts:                                         # a continuation line
+            texts[-1] += " " + stripped
+    return None
 
 
 def _split_top_level(text: str) -> list[str]:
@@ -205,15 +289,18 @@ def _bracketed(text: str, start: int, open_: str, close: str) -> tuple[str, int]
 class _Function:
     """One defined function read from LLVM's print: blocks, instructions, pads and colors."""
 
-    def __init__(self, lines: list[str], nounwind: set[str], attribute_groups: dict[str, str]):
+    def __init__(self, header: str, body: list[tuple[str | None, list[str]]], nounwind: set[str],
+                 attribute_groups: dict[str, str]):
         self.nounwind = nounwind                    # declared functions that do not unwind
         self.attribute_groups = attribute_groups
-        self.name, self.args = self._header(lines[0])
+        self.name, self.args = self._header(header)
         self.blocks: list[_Block] = []
         self.block_by_label: dict[str, _Block] = {}
         self.inst_by_name: dict[str, _Inst] = {}
-        self._body(lines[1:])
+        self._body(body)
         self.colors: dict[_Block, list] = self._color()
+        self._funclets = {b: tuple(c for c in colors if c is None or c.opcode != "catchswitch")
+                          for b, colors in self.colors.items()}
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -229,38 +316,34 @@ class _Function:
                 args.add(found[-1])
         return (name[1:-1] if name.startswith('"') else name), args
 
-    def _body(self, lines: list[str]) -> None:
+    def _body(self, body: list[tuple[str | None, list[str]]]) -> None:
         numbered_args = sum(1 for a in self.args if a[1:].isdigit())
-        block: _Block | None = None
-        texts: list[tuple[_Block, list[str]]] = []
-        for line in lines:
-            stripped = line.strip()
-            if not stripped or stripped.startswith((";", "#dbg_")) or line.startswith("}"):
-                continue
-            if not line.startswith(" "):                        # a block label
-                label = line[:line.index('"', 1) + 1] if line.startswith('"') else line.split(":", 1)[0]
-                block = _Block("%" + label.strip())
-                texts.append((block, []))
-                continue
-            if block is None:                                   # the unlabeled entry block
-                block = _Block(f"%{numbered_args}")
-                texts.append((block, []))
-            if line.startswith("  ") and line[2] not in " ]":
-                texts[-1][1].append(stripped)
-            elif texts[-1][1]:                                  # continuation line
-                texts[-1][1][-1] += " " + stripped
-        for block, lines_ in texts:
-            for text in lines_:
-                inst = _instruction(" ".join(text.split()), block)
-                block.insts.append(inst)
+        # LLVM prints single spaces between words, which is what collapsing the whitespace
+        # leaves: checked for the whole function at once (a text is printable if its only
+        # whitespace is spaces), any other text is collapsed one by one
+        joined = "\n".join(["\n".join(texts) for _, texts in body if texts])
+        if "  " in joined or " \n" in joined or joined.endswith(" ") or not joined.replace("\n", " ").isprintable():
+            for _, texts in body:
+                texts[:] = [" ".join(text.split()) for text in texts]
+            joined = "\n".join(["\n".join(texts) for _, texts in body if texts])
+        heads = iter(_HEAD.findall("\n" + joined))
+        for label, texts in body:
+            block = _Block(f"%{numbered_args}" if label is None else "%" + label, self)
+            block.insts = insts = [_Inst(text, block, name or None, opcode, rest)
+                                   for text, (name, rest, opcode) in zip(texts, heads)]
+            for inst in insts:
                 if inst.name:
                     self.inst_by_name[inst.name] = inst
+            head = next((i for i in insts if i.opcode != "phi"), None)
+            block.pad = head if head is not None and head.opcode in _PADS else None
+            block.terminator = insts[-1] if insts else None
             self.blocks.append(block)
             self.block_by_label[block.label] = block
-        known = self.args | set(self.inst_by_name)
+        self.value_names = self.args | set(self.inst_by_name)     # arguments and instructions
         for block in self.blocks:
-            for inst in block.insts:
-                inst.values = [v for v in inst.locals if v in known]
+            if block.terminator is not None:
+                block.successors = [self.block_by_label[label] for label in block.terminator.labels
+                                    if label in self.block_by_label]
 
     def inst(self, name: str | None) -> _Inst | None:
         return self.inst_by_name.get(name) if name else None
@@ -309,12 +392,6 @@ class _Function:
 
     # -- successors and coloring -----------------------------------------------------------
 
-    def successors(self, block: _Block) -> list[_Block]:
-        term = block.terminator
-        if term is None:
-            return []
-        return [self.block_by_label[label] for label in term.labels if label in self.block_by_label]
-
     def _color(self) -> dict[_Block, list]:
         colors: dict[_Block, list] = defaultdict(list)
         if not self.blocks:
@@ -331,12 +408,12 @@ class _Function:
             succ_color = color
             if term is not None and term.opcode == "catchret":
                 succ_color = self.funclet_parent(self.exit_pad(term))
-            work.extend((succ, succ_color) for succ in self.successors(block))
+            work.extend((succ, succ_color) for succ in block.successors)
         return {b: c for b, c in colors.items() if c}
 
-    def funclets_of(self, block: _Block) -> list[_Inst | None]:
+    def funclets_of(self, block: _Block) -> tuple[_Inst | None, ...]:
         """The block's colors that are funclets or the main body (not catchswitch dispatch)."""
-        return [c for c in self.colors.get(block, []) if c is None or c.opcode != "catchswitch"]
+        return self._funclets.get(block, ())
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -355,21 +432,27 @@ class _Function:
 
 
 def _functions(module_text: str) -> list[_Function]:
-    groups = {m.group(1): m.group(2) for m in _ATTRIBUTE_GROUP.finditer(module_text)}
-    nounwind, functions, current = set(), [], None
-    for line in module_text.split("\n"):
-        if current is not None:
-            current.append(line)
-            if line.startswith("}"):
-                functions.append(current)
-                current = None
-        elif line.startswith("define "):
-            current = [line]
+    groups = {m.group(1): m.group(2) for m in _ATTRIBUTE_GROUP.finditer("\n" + module_text)}
+    nounwind: set[str] = set()          # filled by every declaration, before any rule asks
+    functions = []
+    pos = 0
+    while pos <= len(module_text):
+        end = module_text.find("\n", pos)
+        end = len(module_text) if end < 0 else end
+        line, pos = module_text[pos:end], end + 1
+        if line.startswith("define "):
+            read = _body_texts(module_text, pos)
+            if read is None:            # no closing `}`: no function
+                break
+            body, pos = read
+            functions.append(_Function(line, body, nounwind, groups))
         elif line.startswith("declare ") and (m := _DECLARE_NAME.search(line)):
             attrs = " ".join(groups.get(g, "") for g in _GROUP_REF.findall(line[m.end():]))
             if "nounwind" in attrs.split():
                 nounwind.add(m.group(1).strip('"'))
-    return [_Function(lines, nounwind, groups) for lines in functions]
+    return functions
+
+
 # --------------------------------------------------------------------------------------------
 # The rules
 
@@ -440,7 +523,7 @@ def _rule_catchret_targets(f: _Function, out: list[LintFinding]) -> None:
             target = f.block_by_label[term.labels[0]]
             catchrets[target].append((term, f.funclet_parent(f.exit_pad(term))))
         else:
-            for succ in f.successors(block):
+            for succ in block.successors:
                 reached[succ].update(f.funclets_of(block))
     if f.blocks:
         reached[f.blocks[0]].add(None)
@@ -481,23 +564,57 @@ def _rule_cleanupret_unwind(f: _Function, out: list[LintFinding]) -> None:
 
 def _rule_cross_funclet_values(f: _Function, out: list[LintFinding]) -> None:
     entry = f.blocks[0] if f.blocks else None
+    funclets: dict[_Block, set] = {}
+
+    def funclets_set(block: _Block) -> set:
+        if block not in funclets:
+            funclets[block] = set(f.funclets_of(block))
+        return funclets[block]
+
+    def defined_in(name: str, block: _Block | None) -> set | None:
+        """The funclets where a value `block` uses is defined; None when the use needs no
+        check: no value of the function, a value of the same block (in the same funclets), a
+        pad (the function's only tokens: a token names its funclet, it is no data), a static
+        alloca (its address is a frame offset valid in every funclet), unreachable code."""
+        d = f.inst_by_name.get(name)
+        if d is None:
+            return {None} if name in f.args else None
+        if d.block is block or d.opcode in _PADS or (d.opcode == "alloca" and d.block is entry) \
+                or d.block not in f.colors:
+            return None
+        return funclets_set(d.block)
+
+    # The screen: blocks in the same funclets cannot cross each other, so each such group is
+    # scanned at once for the values it mentions; only those defined outside the group can
+    # cross. Nearly every group passes; the blocks of one that does not are judged
+    # instruction by instruction.
+    groups: dict[tuple, list[_Block]] = defaultdict(list)
     for block in f.blocks:
-        uses = set(f.funclets_of(block))
-        if not uses:
+        if uses := f.funclets_of(block):
+            groups[uses].append(block)
+    # (the static allocas, which nearly every group uses and none crosses, need no look)
+    exempt = {inst.name for inst in entry.insts if inst.opcode == "alloca"} if entry is not None else set()
+    suspects: set[_Block] = set()
+    for uses, blocks in groups.items():
+        insts = [inst for block in blocks for inst in block.insts]
+        text = "\n".join([inst.text for inst in insts])
+        names = f.value_names.intersection((_LOCAL_OR_STRING if '%"' in text else _UNQUOTED_LOCAL).findall(text))
+        names -= exempt
+        names.difference_update([inst.name for inst in insts])
+        uses_set = set(uses)
+        defined_outside = (defined_in(name, None) for name in names)
+        if any(defined is not None and uses_set - defined for defined in defined_outside):
+            suspects.update(blocks)
+    for block in f.blocks:
+        if block not in suspects:
             continue
+        uses = funclets_set(block)
         for inst in block.insts:
             for value in dict.fromkeys(inst.values):
-                d = f.inst(value)
-                if d is None:
-                    defined, what = {None}, f"argument {value}"
-                elif d.opcode in _PADS or (d.opcode == "alloca" and d.block is entry) or d.block not in f.colors:
-                    # pads are the function's only tokens: a token names its funclet, it is no
-                    # data; a static alloca's address is a frame offset valid in every funclet
-                    continue
-                else:
-                    defined, what = set(f.funclets_of(d.block)), f"value {value}"
-                crossing = uses - defined
+                defined = defined_in(value, block)
+                crossing = uses - defined if defined is not None else None
                 if crossing:
+                    what = f"argument {value}" if value not in f.inst_by_name else f"value {value}"
                     where = ", ".join(_describe(c) for c in defined)
                     used = ", ".join(_describe(c) for c in crossing)
                     out.append(_finding("cross-funclet-value", f, inst,

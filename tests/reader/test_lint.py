@@ -439,6 +439,46 @@ def test_unreachable_blocks_are_not_judged():
     assert lint(text) == []
 
 
+# quoted names (a value, a block, a callee) and a string holding `%` and `label %x`: the names
+# the lint reads must be the quoted ones, nothing inside the string
+QUOTED = module("""
+    entry:
+      %"v x" = add i32 %x, 1
+      invoke void @"g q"() to label %"done label" unwind label %cs
+    "done label":
+      ret i32 0
+    cs:
+      %sw = catchswitch within none [label %h] unwind to caller
+    h:
+      %p = catchpad within %sw [i32 16777217]
+      call void asm sideeffect "# 100% label %x", ""() [ "funclet"(token %p) ]
+      call void @f(i32 %"v x") [ "funclet"(token %p) ]
+      catchret from %p to label %"done label"
+    """, extra='declare void @"g q"()\n')
+
+
+def test_quoted_names_and_strings():
+    [finding] = lint(QUOTED)
+    assert (finding.rule, finding.block, finding.instruction) == (
+        "cross-funclet-value", "%h", 'call void @f(i32 %"v x") [ "funclet"(token %p) ]')
+    assert finding.detail == 'value %"v x" is defined in the main body and used in funclet %p'
+    [f] = _functions(str(llvm.parse_assembly(QUOTED)))
+    assert [b.label for b in f.blocks] == ["%entry", '%"done label"', "%cs", "%h"]
+    assert [b.label for b in f.blocks[0].successors] == ['%"done label"', "%cs"]
+    asm = f.blocks[3].insts[1]
+    assert asm.labels == [] and asm.values == ["%p"]
+
+
+def test_reading_collapses_whitespace_llvm_does_not_print():
+    # LLVM prints single spaces, which the lint reads as they are; any other whitespace is
+    # collapsed, as if LLVM had printed it
+    text = LEGAL["catch"].replace("store i32 %x, ptr %xs", "store  i32 %x,\tptr %xs ")
+    [f] = _functions(text)
+    store = next(inst for block in f.blocks for inst in block.insts if inst.opcode == "store")
+    assert (store.text, store.body, store.values) == ("store i32 %x, ptr %xs",) * 2 + (["%x", "%xs"],)
+    assert lint(text) == []
+
+
 def test_parse_and_verify_errors_are_reader_errors():
     with pytest.raises(ReaderError) as e:
         lint("define void @broken( {")
