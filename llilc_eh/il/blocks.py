@@ -121,12 +121,10 @@ def build_blocks(instrs: Sequence[Instruction], *, extra_leaders: Iterable[int] 
 
 
 def _successors(tail: Instruction) -> tuple[int, ...]:
-    flow = tail.op.flow
-    if flow is Flow.BRANCH or flow is Flow.LEAVE:
-        return tail.targets
-    if flow is Flow.COND_BRANCH or flow is Flow.SWITCH:
-        return tuple(dict.fromkeys(tail.targets + (tail.end,)))
-    if flow.falls_through:   # NEXT or CALL: the block was cut by a leader
+    falls_through = tail.op.flow.falls_through
+    if tail.op.has_targets:  # br and leave; conditional branches and switches also fall through
+        return tuple(dict.fromkeys(tail.targets + (tail.end,))) if falls_through else tail.targets
+    if falls_through:        # NEXT or CALL: the block was cut by a leader
         return (tail.end,)
     return ()                # ret, throw, rethrow, endfinally, endfilter, jmp
 

@@ -30,38 +30,61 @@ def check_control_flow(tree: RegionTree, instructions, *, method: str | None = N
     def err(reason: str, offset: int, kind: str) -> None:
         errors.append(ILError(reason, method=method, offset=offset, kind=kind))
 
-    for ins in instructions:
-        name, flow = ins.op.name, ins.op.flow
-        if flow is Flow.PREFIX:
+    offsets = [ins.offset for ins in instructions]
+    located = tree.innermost_each(offsets)
+    last = len(instructions) - 1
+    for k, ins in enumerate(instructions):
+        op = ins.op
+        if op.is_prefix:
             continue
-        src = tree.innermost(ins.offset)
-        if flow is Flow.LEAVE:
-            _check_leave(tree, ins, src, err)
-        elif ins.targets:
-            for target in ins.targets:
-                _check_edge(tree, ins.offset, src, target, "branch", err)
-        if flow.falls_through and ins.end < code_size:  # off the end: build_blocks refuses it
-            _check_edge(tree, ins.offset, src, ins.end, "fall-through", err)
-        if flow is Flow.ENDFINALLY:
-            h = tree.enclosing_handler(src)
-            if h is None or not h.kind.is_cleanup:
-                err(f"endfinally outside a finally or fault handler (in {_where(h, tree)})",
-                    ins.offset, "endfinally-outside-finally")
-        elif flow is Flow.ENDFILTER:
-            if src.kind is not RegionKind.FILTER:
-                err(f"endfilter outside a filter (in {src.label})", ins.offset, "endfilter-outside-filter")
-            elif ins.end != src.end:
-                err(f"endfilter is not the last instruction of {src.label}", ins.offset,
-                    "endfilter-not-last")
-        elif flow is Flow.RETHROW:
-            h = tree.enclosing_handler(src)
-            if h is None or not h.kind.is_catchlike:
-                err(f"rethrow outside a catch handler (in {_where(h, tree)})", ins.offset,
-                    "rethrow-outside-catch")
-        elif flow in (Flow.RETURN, Flow.JMP) and src.kind is not RegionKind.ROOT:
-            err(f"{name} inside {src.label}: a protected region or handler is left only by leave, "
-                f"throw or its end instruction", ins.offset, f"{name}-inside-region")
+        flow = op.flow
+        src = located[k]
+        if op.has_targets:
+            if flow is Flow.LEAVE:
+                _check_leave(tree, ins, src, err)
+            else:
+                for target in ins.targets:
+                    _check_edge(tree, ins.offset, src, target, "branch", err)
+        # A fall-through edge off the end is build_blocks' to refuse. One to the next
+        # instruction (at `end`) in the same region, as most are, needs no check, nor a
+        # search for the region of its target.
+        end = ins.offset + ins.size
+        if flow.falls_through and end < code_size and (
+                k == last or offsets[k + 1] != end or located[k + 1] is not src):
+            _check_edge(tree, ins.offset, src, end, "fall-through", err)
+        if flow in _ALLOWED_IN_SOME_REGIONS:
+            _check_placement(tree, ins, flow, src, err)
     return errors
+
+
+# The flows of instructions only some regions may hold. A set membership: most instructions
+# are none of them, and each `Flow.X` test costs a slow class-attribute lookup in Python 3.11
+# (see il.decoder._OPERAND_TEXT).
+_ALLOWED_IN_SOME_REGIONS = frozenset({Flow.ENDFINALLY, Flow.ENDFILTER, Flow.RETHROW, Flow.RETURN, Flow.JMP})
+
+
+def _check_placement(tree: RegionTree, ins, flow: Flow, src: Region, err) -> None:
+    """endfinally, endfilter, rethrow, ret and jmp: in the regions that allow them."""
+    if flow is Flow.ENDFINALLY:
+        h = tree.enclosing_handler(src)
+        if h is None or not h.kind.is_cleanup:
+            err(f"endfinally outside a finally or fault handler (in {_where(h, tree)})",
+                ins.offset, "endfinally-outside-finally")
+    elif flow is Flow.ENDFILTER:
+        if src.kind is not RegionKind.FILTER:
+            err(f"endfilter outside a filter (in {src.label})", ins.offset, "endfilter-outside-filter")
+        elif ins.end != src.end:
+            err(f"endfilter is not the last instruction of {src.label}", ins.offset,
+                "endfilter-not-last")
+    elif flow is Flow.RETHROW:
+        h = tree.enclosing_handler(src)
+        if h is None or not h.kind.is_catchlike:
+            err(f"rethrow outside a catch handler (in {_where(h, tree)})", ins.offset,
+                "rethrow-outside-catch")
+    elif src.kind is not RegionKind.ROOT:   # ret, jmp
+        name = ins.op.name
+        err(f"{name} inside {src.label}: a protected region or handler is left only by leave, "
+            f"throw or its end instruction", ins.offset, f"{name}-inside-region")
 
 
 def _where(region: Region | None, tree: RegionTree) -> str:

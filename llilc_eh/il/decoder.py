@@ -56,12 +56,10 @@ class Instruction:
     @property
     def targets(self) -> tuple[int, ...]:
         """Absolute IL offsets this branch, leave or switch may transfer to (else empty)."""
-        kind = self.op.operand
-        if kind is OperandKind.SWITCH:
-            return self.operand
-        if kind is OperandKind.BRANCH8 or kind is OperandKind.BRANCH32:
-            return (self.operand,)
-        return ()
+        if not self.op.has_targets:
+            return ()
+        operand = self.operand
+        return operand if isinstance(operand, tuple) else (operand,)   # a switch's, or a branch's one
 
     def format(self, namer: Callable[[int], str] | None = None) -> str:
         """A monodis-style line, `IL_001a:  ldfld 0x04000012`; `namer` turns tokens into names.
@@ -70,7 +68,7 @@ class Instruction:
         it); tokens without a namer are upper-case 0x0A000012. Without the trailing blank
         monodis leaves after operand-less opcodes.
         """
-        text = _operand_text(self.op.operand, self.operand, namer)
+        text = _OPERAND_TEXT[self.op.operand](self.operand, namer)
         head = f"IL_{self.offset:04x}:  {self.op.name}"
         return f"{head} {text}" if text else head
 
@@ -93,26 +91,38 @@ def _float_text(value: float, fmt: str) -> str:
     return _stringify_double(value)
 
 
-def _operand_text(kind: OperandKind, operand: Operand, namer: Callable[[int], str] | None) -> str:
-    if kind is OperandKind.NONE:
-        return ""
-    if kind is OperandKind.BRANCH8 or kind is OperandKind.BRANCH32:
-        return f"IL_{operand:04x}"
-    if kind.is_token:
-        return namer(operand) if namer is not None else f"0x{operand:08X}"
-    if kind is OperandKind.SWITCH:
-        return "(" + ", ".join(f"IL_{t:04x}" for t in operand) + ")" if operand else "( )"
-    if kind is OperandKind.INT8:
-        return f"0x{operand & 0xFFFFFFFF:02x}"  # monodis promotes the signed byte to int
-    if kind is OperandKind.UINT8:
-        return f"0x{operand:02x}"
-    if kind is OperandKind.INT64:
-        return f"0x{operand & 0xFFFFFFFFFFFFFFFF:x}"
-    if kind is OperandKind.FLOAT32:
-        return _float_text(operand, "<f")
-    if kind is OperandKind.FLOAT64:
-        return _float_text(operand, "<d")
-    return str(operand)  # INT32, VAR8, VAR16: decimal
+def _token_text(token: int, namer: Callable[[int], str] | None) -> str:
+    return namer(token) if namer is not None else f"0x{token:08X}"
+
+
+def _label_text(target: int, namer) -> str:
+    return f"IL_{target:04x}"
+
+
+def _decimal_text(value: int, namer) -> str:
+    return str(value)
+
+
+# The text of an operand, by operand kind: a table, not a chain of tests, because the reader
+# formats every instruction (its IR comments), and in Python 3.11 each `OperandKind.X` of a
+# chain is a slow class-attribute lookup (EnumType's __getattr__ hook), ~900 machine
+# instructions apiece.
+_OPERAND_TEXT: dict[OperandKind, Callable[[Operand, Callable[[int], str] | None], str]] = {
+    OperandKind.NONE: lambda operand, namer: "",
+    OperandKind.BRANCH8: _label_text,
+    OperandKind.BRANCH32: _label_text,
+    **{kind: _token_text for kind in OperandKind if kind.is_token},
+    OperandKind.SWITCH: lambda targets, namer:
+        "(" + ", ".join(f"IL_{t:04x}" for t in targets) + ")" if targets else "( )",
+    OperandKind.INT8: lambda value, namer: f"0x{value & 0xFFFFFFFF:02x}",  # monodis promotes the signed byte to int
+    OperandKind.UINT8: lambda value, namer: f"0x{value:02x}",
+    OperandKind.INT64: lambda value, namer: f"0x{value & 0xFFFFFFFFFFFFFFFF:x}",
+    OperandKind.FLOAT32: lambda value, namer: _float_text(value, "<f"),
+    OperandKind.FLOAT64: lambda value, namer: _float_text(value, "<d"),
+    OperandKind.INT32: _decimal_text,
+    OperandKind.VAR8: _decimal_text,
+    OperandKind.VAR16: _decimal_text,
+}
 
 
 # -- decoding tables -----------------------------------------------------------------------

@@ -24,6 +24,7 @@ On top of dncil's row we state three things in the vocabulary of the spec and of
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass
 
 from dncil.cil.enums import FlowControl, OperandType, StackBehaviour
@@ -32,6 +33,11 @@ from dncil.cil.opcode import OpCode, OpCodes
 
 class OperandKind(enum.Enum):
     """The inline operand of an instruction (ECMA-335 III.1.9), with its byte size."""
+
+    # Members are singletons compared by identity, so identity is a valid hash; Enum's own
+    # __hash__ (Python code hashing the name) was a measurable cost of the reader's and the
+    # il checks' set and dict lookups of operand kinds and flows.
+    __hash__ = object.__hash__
 
     NONE = "none"
     INT8 = "int8"          # ldc.i4.s
@@ -75,6 +81,8 @@ _TOKEN_KINDS = frozenset({OperandKind.METHOD, OperandKind.FIELD, OperandKind.TYP
 
 class Flow(enum.Enum):
     """What an instruction does to control flow, in the terms the EH stages need."""
+
+    __hash__ = object.__hash__   # as OperandKind's
 
     NEXT = "next"                # falls through (includes `break`)
     BRANCH = "branch"            # br, br.s
@@ -127,7 +135,7 @@ class OpInfo:
     def __str__(self) -> str:
         return self.name
 
-    @property
+    @functools.cached_property   # asked of every instruction by the il checks
     def has_targets(self) -> bool:
         """Branch, leave or switch: the operand names IL offsets in this body."""
         return self.operand in (OperandKind.BRANCH8, OperandKind.BRANCH32, OperandKind.SWITCH)

@@ -25,6 +25,8 @@ from ..errors import ILError
 
 
 class RegionKind(enum.Enum):
+    __hash__ = object.__hash__   # identity: cheaper than Enum's name hash (see il.opcodes.OperandKind)
+
     ROOT = "root"
     TRY = "try"
     CATCH = "catch"
@@ -114,6 +116,14 @@ class RegionTree:
         """The innermost region holding the instruction at `offset`."""
         i = bisect.bisect_right(self._starts, offset) - 1
         return self.regions[self._innermost[i]] if i >= 0 else self.root
+
+    def innermost_each(self, offsets: list[int]) -> list[Region]:
+        """`innermost` of every offset of `offsets`: no search when they are the instruction
+        offsets the tree was located for (`build_region_tree`), as the il checks ask."""
+        if tuple(offsets) == self._starts:
+            regions = self.regions
+            return [regions[i] for i in self._innermost]
+        return [self.innermost(offset) for offset in offsets]
 
     def path(self, region: Region) -> list[Region]:
         """The regions from the root down to `region`, inclusive."""
@@ -332,7 +342,8 @@ def _with_locator(tree: RegionTree, instruction_offsets: tuple[int, ...]) -> Reg
             if r.end > off:
                 stack.append(r)
         # an overlapping (malformed) tree can leave a stale region on top: fall back to a scan
-        innermost.append(stack[-1].index if stack[-1].contains(off) else _scan(regions, off))
+        top = stack[-1]
+        innermost.append(top.index if top.start <= off < top.end else _scan(regions, off))
     object.__setattr__(tree, "_starts", tuple(instruction_offsets))
     object.__setattr__(tree, "_innermost", tuple(innermost))
     return tree

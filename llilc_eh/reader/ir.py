@@ -67,7 +67,8 @@ class Function:
             out.append(header)
             if i == 0:
                 out.extend(self.allocas)
-            out.extend(f"  {line}" for line in b.lines)
+            if b.lines:   # the block's lines, indented, as one string: a join, not a line at a time
+                out.append("  " + "\n  ".join(b.lines))
         out.append("}")
         return "\n".join(out)
 
@@ -76,5 +77,7 @@ def quote_global(name: str) -> str:
     """`@"name"` with LLVM's escapes for `"` and `\\`; plain `@name` when it needs none."""
     if name.replace("_", "a").replace(".", "a").replace("$", "a").isalnum() and not name[0].isdigit():
         return f"@{name}"
+    if name.isascii() and name.isprintable() and '"' not in name and "\\" not in name:
+        return f'@"{name}"'   # nothing to escape: most names (skips the escape a character at a time)
     escaped = "".join(f"\\{ord(ch):02X}" if ch in '"\\' or not 32 <= ord(ch) < 127 else ch for ch in name)
     return f'@"{escaped}"'

@@ -167,6 +167,8 @@ def md_array_data_offset(rank: int) -> int:
 class StackKind(enum.Enum):
     """The evaluation-stack types of ECMA-335 I.12.3.2.1."""
 
+    __hash__ = object.__hash__   # identity: cheaper than Enum's name hash (see il.opcodes.OperandKind)
+
     INT32 = "int32"
     INT64 = "int64"
     NATIVE_INT = "native int"
@@ -363,6 +365,7 @@ class _Module:
     def __init__(self, asm: Assembly):
         self.asm = asm
         self.names = asm.names
+        self.row = asm.names._row      # token -> raw row (cached there)
         n = self.names
         self.name = n.string(n._row((_ASSEMBLY << 24) | 1).Name_StringIndex) if n.row_count(_ASSEMBLY) \
             else asm.path.stem
@@ -373,19 +376,12 @@ class _Module:
         self._field_offsets: dict[int, int] | None = None
         self._generic_counts: dict[tuple[int, int], int] | None = None
         self._r2r: bool | None = None
-        self._rows: dict[int, object] = {}
+        self._members_by_name: dict[tuple[int, int], dict[str, list[int]]] = {}
         self.value_types: dict[int, bool] = {}      # TypeDef rid -> is a value type
         self.enums: dict[int, bool] = {}            # TypeDef rid -> is an enum
 
     def __repr__(self) -> str:
         return f"<module {self.name}>"
-
-    def row(self, token: int):
-        """A raw row (cached: dnfile's lazy row access costs ~10 us a time)."""
-        row = self._rows.get(token)
-        if row is None:
-            row = self._rows[token] = self.names._row(token)
-        return row
 
     def string(self, index: int) -> str:
         return self.names.string(index)
@@ -478,6 +474,27 @@ class _Module:
 
     def methods_of(self, type_rid: int) -> range:
         return self.run(type_rid, "MethodList_Index", TokenKind.METHOD_DEF)
+
+    def fields_named(self, type_rid: int, name: str) -> list[int]:
+        """The Field rids of a TypeDef called `name`, in table order."""
+        return self._members_named(TokenKind.FIELD, type_rid).get(name, [])
+
+    def methods_named(self, type_rid: int, name: str) -> list[int]:
+        """The MethodDef rids of a TypeDef called `name`, in table order."""
+        return self._members_named(TokenKind.METHOD_DEF, type_rid).get(name, [])
+
+    def _members_named(self, table: int, type_rid: int) -> dict[str, list[int]]:
+        """A TypeDef's fields or methods by name, read once per type: member references to
+        one type (String, Object, ...) would each read every member's name again."""
+        key = (table, type_rid)
+        index = self._members_by_name.get(key)
+        if index is None:
+            members = self.fields_of(type_rid) if table == TokenKind.FIELD else self.methods_of(type_rid)
+            index = {}
+            for rid in members:
+                index.setdefault(self.string(self.row((table << 24) | rid).Name_StringIndex), []).append(rid)
+            self._members_by_name[key] = index
+        return index
 
     @property
     def is_r2r(self) -> bool:
@@ -1271,8 +1288,7 @@ class JitEE:
         module, rid, args = self._owner_def(parent)
         want = _strip_scopes(sig.type.format(self._main.names))
         for _ in range(64):
-            candidates = [f for f in module.fields_of(rid)
-                          if module.string(module.row((TokenKind.FIELD << 24) | f).Name_StringIndex) == name]
+            candidates = module.fields_named(rid, name)
             if len(candidates) > 1:
                 candidates = [f for f in candidates if _strip_scopes(
                     module.names.field_signature(f).type.format(module.names)) == want] or candidates[:1]
@@ -1429,8 +1445,7 @@ class JitEE:
         module, rid, args = self._owner_def(parent)
         want = None
         for _ in range(64):
-            candidates = [m for m in module.methods_of(rid)
-                          if module.string(module.row((TokenKind.METHOD_DEF << 24) | m).Name_StringIndex) == name]
+            candidates = module.methods_named(rid, name)
             candidates = [m for m in candidates if _same_shape(module.names.method_def_signature(m), sig)]
             if len(candidates) > 1:
                 if want is None:

@@ -67,7 +67,7 @@ from __future__ import annotations
 import re
 
 from ..assembly.signatures import CallKind, ElementType, PrimitiveType
-from ..il.opcodes import Flow, OperandKind
+from ..il.opcodes import OPCODES, Flow, OperandKind
 from .helpers import IMPLICIT_CHECKS
 from .jitee import (
     TYPEDREF_SIZE,
@@ -197,23 +197,30 @@ class BlockTranslator:
 
     def load_sig(self, addr, sig):
         """Push the value of type `sig` stored at `addr`."""
-        kind = _KIND_OF_STACK[self.tr.ee.stack_kind(sig)]
+        self.load_typed(addr, sig, self.tr.ee.type_info(sig))
+
+    def load_typed(self, addr, sig, info):
+        """`load_sig` with the type's TypeInfo at hand."""
+        kind = _KIND_OF_STACK[info.stack_kind]
         if kind == "vt":
-            size, align = self.tr.ee.size_and_align(sig)
-            copy = self.temp(f"[{size} x i8]", max(align, 1))
-            self.memcpy(copy, addr, size, self.prefix_volatile)
+            copy = self.temp(f"[{info.size} x i8]", max(info.align, 1))
+            self.memcpy(copy, addr, info.size, self.prefix_volatile)
             self.push("vt", copy, sig)
             return
-        storage = self.tr.ee.storage_type(sig)
+        storage = info.storage
         v = self.v()
         self.load(v, storage, addr)
-        self.push(kind, self.widen(v, storage, kind, self.tr.ee.is_signed(sig)), sig)
+        self.push(kind, self.widen(v, storage, kind, info.signed), sig)
 
     def store_sig(self, addr, sv, sig):
-        if self.tr.ee.stack_kind(sig) is StackKind.VALUE:
-            self.memcpy(addr, sv.op, self.tr.ee.size_and_align(sig)[0], self.prefix_volatile)
+        self.store_typed(addr, sv, self.tr.ee.type_info(sig))
+
+    def store_typed(self, addr, sv, info):
+        """Store `sv` at `addr` as a value of the type `info` describes."""
+        if info.stack_kind is StackKind.VALUE:
+            self.memcpy(addr, sv.op, info.size, self.prefix_volatile)
             return
-        storage = self.tr.ee.storage_type(sig)
+        storage = info.storage
         self.store(storage, self.narrow(sv, storage), addr)
 
     def memcpy(self, dst, src, size, volatile: bool = False):
@@ -252,10 +259,11 @@ class BlockTranslator:
     # -- the walk ----------------------------------------------------------------------------
 
     def run(self):
+        namer = self.tr.namer
         instrs = self.tr.m.instructions[self.il_block.first_instr:self.il_block.last_instr + 1]
         for ins in instrs:
             self.offset = ins.offset
-            self.block.emit(f"; {ins.format(self.tr.namer)}")
+            self.block.emit(f"; {ins.format(namer)}")
             self.instruction(ins)
             if self.block.terminated:
                 return
@@ -268,15 +276,23 @@ class BlockTranslator:
         self.block.terminate(f"br label %{self.tr._enqueue(target, self.ctx, shape)}")
 
     def instruction(self, ins):
-        if ins.op.flow is Flow.PREFIX:
-            if ins.op.name == "constrained.":
+        op = ins.op
+        if op.is_prefix:
+            if op.name == "constrained.":
                 self.prefix_constrained = ins.operand
-            elif ins.op.name == "volatile.":
+            elif op.name == "volatile.":
                 self.prefix_volatile = True
-            elif ins.op.name == "unaligned.":
+            elif op.name == "unaligned.":
                 self.prefix_unaligned = ins.operand
             return
-        self.dispatch(ins)
+        entry = _DISPATCH.get(op.value)
+        if entry is None:
+            raise self.tr.fail(f"opcode {op.name} is not translated yet", ins.offset, "unsupported-opcode")
+        handler, stem = entry
+        if stem is None:
+            handler(self, ins)
+        else:
+            handler(self, ins, stem)
         self.prefix_volatile, self.prefix_unaligned = False, None     # a prefix holds for one instruction
 
     def load(self, v, storage, addr):
@@ -291,19 +307,6 @@ class BlockTranslator:
         align = f", align {self.prefix_unaligned}" if self.prefix_unaligned else ""
         self.emit(f"store {vol}{storage} {value}, ptr {addr}{align}")
 
-    def dispatch(self, ins):
-        name = ins.op.name
-        stem = name.removesuffix(".s")
-        handler = _SIMPLE.get(stem)
-        if handler is not None:
-            handler(self, ins)
-            return
-        for prefix, fn in _FAMILIES:
-            if stem.startswith(prefix):
-                fn(self, ins, stem)
-                return
-        raise self.tr.fail(f"opcode {name} is not translated yet", ins.offset, "unsupported-opcode")
-
     # -- constants, locals, args ---------------------------------------------------------------
 
     def ldc(self, ins, stem):
@@ -317,18 +320,19 @@ class BlockTranslator:
             self.push("i32", "-1" if stem.endswith("m1") else stem.rsplit(".", 1)[1])
 
     def local_access(self, ins, stem):
-        which = "arg" if "arg" in stem else "loc"
-        index = ins.operand if ins.operand is not None else int(stem.rsplit(".", 1)[1])
-        sigs = self.tr.arg_sigs if which == "arg" else self.tr.local_sigs
+        which, implied, access = _LOCAL_ACCESS[stem]
+        index = ins.operand if ins.operand is not None else implied
+        tr = self.tr
+        sigs, infos = (tr.arg_sigs, tr.arg_infos) if which == "arg" else (tr.local_sigs, tr.local_infos)
         if index >= len(sigs):
-            raise self.tr.fail(f"{which} {index} does not exist", ins.offset, "bad-local")
-        addr = self.tr.slot(self.ctx, self.block, which, index)
-        if stem.startswith(("ldarga", "ldloca")):
+            raise tr.fail(f"{which} {index} does not exist", ins.offset, "bad-local")
+        addr = tr.slot(self.ctx, self.block, which, index)
+        if access == "address":
             self.push("byref", addr)
-        elif stem.startswith(("ldarg", "ldloc")):
-            self.load_sig(addr, sigs[index])
+        elif access == "load":
+            self.load_typed(addr, sigs[index], infos[index])
         else:
-            self.store_sig(addr, self.pop(ins.offset), sigs[index])
+            self.store_typed(addr, self.pop(ins.offset), infos[index])
 
     # -- arithmetic -------------------------------------------------------------------------------
 
@@ -674,29 +678,36 @@ class BlockTranslator:
         buffer of a value-type result, the varargs cookie of a vararg call, then the
         arguments. Returns the pushed result, if any."""
         tr = self.tr
-        texts = [f"ptr {this.op if this.ty == 'ptr' else self.narrow(this, 'ptr')}"] if this is not None else []
+        types, values = [], []
+        if this is not None:
+            types.append("ptr")
+            values.append(this.op if this.ty == "ptr" else self.narrow(this, "ptr"))
+        ret = None if is_void(ret_sig) else tr.ee.type_info(ret_sig)
         retbuf = None
-        if not is_void(ret_sig) and tr.ee.stack_kind(ret_sig) is StackKind.VALUE:
-            size, align = tr.ee.size_and_align(ret_sig)
-            retbuf = self.temp(f"[{size} x i8]", max(align, 1))
-            texts.append(f"ptr {retbuf}")
+        if ret is not None and ret.stack_kind is StackKind.VALUE:
+            retbuf = self.temp(f"[{ret.size} x i8]", max(ret.align, 1))
+            types.append("ptr")
+            values.append(retbuf)
         if cookie is not None:
-            texts.append(f"ptr {cookie}")
+            types.append("ptr")
+            values.append(cookie)
         for sv, sig in zip(args, params):
             ty = tr._param_type(sig)
-            texts.append(f"{ty} {self.narrow(sv, ty)}")
-        ret_ty = "void" if (is_void(ret_sig) or retbuf) else tr.ee.storage_type(ret_sig)
-        param_types = ", ".join(t.split(" ", 1)[0] for t in texts)
+            types.append(ty)
+            values.append(self.narrow(sv, ty))
+        ret_ty = "void" if (ret is None or retbuf) else ret.storage
+        param_types = ", ".join(types)
         if direct:
             tr.declares[callee] = f"declare {ret_ty} {callee}({param_types})"
+        texts = [f"{ty} {value}" for ty, value in zip(types, values)]
         self.block, result = tr.call(self.block, self.ctx, self.region, ret_ty, callee, texts, self.offset,
                                      fnty=None if direct else f"{ret_ty} ({param_types})")
         if retbuf:
             return SV("vt", retbuf, ret_sig)
         if result is None:
             return None
-        kind = _KIND_OF_STACK[tr.ee.stack_kind(ret_sig)]
-        return SV(kind, self.widen(result, ret_ty, kind, tr.ee.is_signed(ret_sig)), ret_sig)
+        kind = _KIND_OF_STACK[ret.stack_kind]
+        return SV(kind, self.widen(result, ret_ty, kind, ret.signed), ret_sig)
 
     def ldvirtftn(self, ins):
         obj = self.pop(ins.offset)
@@ -1147,6 +1158,33 @@ _FAMILIES = [
 for _stem in ("br", "brtrue", "brfalse", "beq", "bne.un", "bge", "bge.un", "bgt", "bgt.un", "ble", "ble.un",
               "blt", "blt.un"):
     _SIMPLE[_stem] = BlockTranslator.branch
+
+
+def _dispatch_entry(name: str):
+    """(handler, stem) for an opcode: the stem (the name without `.s`) is what a family's
+    handler takes, None for a handler of its own; None when the reader does not translate it."""
+    stem = name.removesuffix(".s")
+    if stem in _SIMPLE:
+        return _SIMPLE[stem], None
+    return next(((fn, stem) for prefix, fn in _FAMILIES if stem.startswith(prefix)), None)
+
+
+# `instruction`'s dispatch table, by opcode value: the name matching above, done once per
+# opcode instead of once per instruction.
+_DISPATCH = {value: entry for value, info in OPCODES.items() if (entry := _dispatch_entry(info.name)) is not None}
+
+
+def _local_access_form(stem: str) -> tuple[str, int | None, str]:
+    """(arg | loc, the index a short form implies, address | load | store) of a local_access stem."""
+    which = "arg" if "arg" in stem else "loc"
+    implied = int(stem.rsplit(".", 1)[1]) if stem[-1].isdigit() else None
+    if stem.startswith(("ldarga", "ldloca")):
+        return which, implied, "address"
+    return which, implied, "load" if stem.startswith(("ldarg", "ldloc")) else "store"
+
+
+_LOCAL_ACCESS = {stem: _local_access_form(stem) for fn, stem in _DISPATCH.values()
+                 if fn is BlockTranslator.local_access}
 
 
 def varargs_cookie_home(tr) -> str | None:

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..assembly.body import ClauseKind
 from ..assembly.loader import Assembly
@@ -99,9 +100,11 @@ _LLVM_OF_KIND = {"i32": "i32", "i64": "i64", "nint": "i64", "f": "double", "obj"
                  "byref": "ptr", "vt": "ptr"}
 
 
-@dataclass(frozen=True)
-class SV:
-    """One evaluation-stack entry: ECMA-335 stack kind, LLVM operand, and (value types) its sig."""
+class SV(NamedTuple):
+    """One evaluation-stack entry: ECMA-335 stack kind, LLVM operand, and (value types) its sig.
+
+    A named tuple, not a frozen dataclass: the reader makes one per push, and a tuple is
+    built in half the time."""
 
     kind: str
     op: str
@@ -145,7 +148,6 @@ class Translator:
         self.tree = m.regions
         self.where = f"0x{m.body.token:08X} {m.body.name}"
         self.block_at = {b.start: b for b in m.blocks}
-        self.instr_index = {ins.offset: i for i, ins in enumerate(m.instructions)}
         self.declares: dict[str, str] = {}
         self.globals: dict[str, str] = {}
         self.helper_calls: dict[str, int] = {}
@@ -182,19 +184,22 @@ class Translator:
         params = [(t, f"%p{i}") for i, t in enumerate(self._param_llvm_types(info))]
         fn = Function(self.parent_name, self._ret_llvm(info), params, personality=PERSONALITY)
         self.fn = fn
-        self.args = [fn.alloca(f"%arg{i}", self._storage(s)) for i, s in enumerate(self.arg_sigs)]
-        self.locals = [fn.alloca(f"%loc{i}", self._storage(s)) for i, s in enumerate(self.local_sigs)]
-        for i, s in enumerate(self.arg_sigs):
+        # Every ldarg/ldloc/starg/stloc asks for its variable's TypeInfo: look each up once.
+        self.arg_infos = [self.ee.type_info(s) for s in self.arg_sigs]
+        self.args = [fn.alloca(f"%arg{i}", info.storage) for i, info in enumerate(self.arg_infos)]
+        self.local_infos = [self.ee.type_info(s) for s in self.local_sigs]
+        self.locals = [fn.alloca(f"%loc{i}", info.storage) for i, info in enumerate(self.local_infos)]
+        for i, info in enumerate(self.arg_infos):
             param = f"%p{i + self._param_shift(i)}"
-            if self.ee.stack_kind(s) is StackKind.VALUE:   # passed as a pointer to a copy: copy it in
+            if info.stack_kind is StackKind.VALUE:   # passed as a pointer to a copy: copy it in
                 self.declares["llvm.memcpy"] = "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)"
                 fn.entry.emit(f"call void @llvm.memcpy.p0.p0.i64(ptr {self.args[i]}, ptr {param}, "
-                              f"i64 {self.ee.size_and_align(s)[0]}, i1 false)")
+                              f"i64 {info.size}, i1 false)")
             else:
-                fn.entry.emit(f"store {self._param_type(s)} {param}, ptr {self.args[i]}")
+                fn.entry.emit(f"store {info.storage} {param}, ptr {self.args[i]}")
         if self.body.init_locals:   # `.locals init`: every local starts zeroed (ECMA-335 II.24.4.4)
-            for slot, s in zip(self.locals, self.local_sigs):
-                fn.entry.emit(f"store {self._storage(s)} zeroinitializer, ptr {slot}")
+            for slot, info in zip(self.locals, self.local_infos):
+                fn.entry.emit(f"store {info.storage} zeroinitializer, ptr {slot}")
         from .opcodes import varargs_cookie_home
         varargs_cookie_home(self)   # a vararg method's cookie parameter, whether or not it uses arglist
         main = Context("m", "main", self.tree.root, None, fn)
@@ -235,6 +240,8 @@ class Translator:
         return f"IL_{offset:04x}.{ctx.tag}" if ctx.tag != "m" else f"IL_{offset:04x}"
 
     def _drain(self) -> None:
+        # The opcode translation; imported here, once per method, as opcodes.py imports this module.
+        from .opcodes import translate_block
         while self.worklist:
             offset, ctx = self.worklist.pop(0)
             key = (offset, id(ctx))
@@ -244,7 +251,7 @@ class Translator:
             self.translated[key] = block
             shape = self.entry_shapes[key]
             stack = [SV(k, self._spill_load(block, ctx, depth, k, sig), sig) for depth, (k, sig) in enumerate(shape)]
-            self._translate_block(self.block_at[offset], ctx, block, stack)
+            translate_block(self, self.block_at[offset], ctx, block, stack)
 
     # -- spill slots -----------------------------------------------------------------------
 
@@ -561,11 +568,9 @@ class Translator:
 
     # -- types -----------------------------------------------------------------------------
 
-    def _storage(self, sig) -> str:
-        return self.ee.storage_type(sig)
-
     def _param_type(self, sig) -> str:
-        return "ptr" if self.ee.stack_kind(sig) is StackKind.VALUE else self.ee.storage_type(sig)
+        info = self.ee.type_info(sig)
+        return "ptr" if info.stack_kind is StackKind.VALUE else info.storage
 
     def _param_llvm_types(self, info) -> list[str]:
         types = [self._param_type(s) for s in self.arg_sigs]
@@ -586,12 +591,6 @@ class Translator:
         if is_void(info.return_type) or self._returns_vt(info.return_type):
             return "void"
         return self.ee.storage_type(info.return_type)
-
-    # -- the opcode translation lives in opcodes.py ----------------------------------------
-
-    def _translate_block(self, il_block, ctx: Context, block: Block, stack: list[SV]) -> None:
-        from .opcodes import translate_block
-        translate_block(self, il_block, ctx, block, stack)
 
 
 def _comment_safe(namer):
