@@ -246,7 +246,8 @@ def overhead_lines(runs: list[MethodRun]) -> dict[str, float]:
 
 
 def split_table(runs: list[MethodRun], totals: dict[str, float], total: float,
-                side: dict[str, list[float]]) -> dict[str, float]:
+                side: dict[str, list[float]]) -> tuple[dict[str, float], dict[str, int]]:
+    """The Python/LLVM split (seconds), and how many objects took each route."""
     done = [r for r in runs if r.codegen is not None]
     worker = {k: sum(getattr(r.codegen.timings, k) for r in done) for k, _ in WORKER_PARTS}
     worker_total = totals["codegen"]
@@ -263,7 +264,8 @@ def split_table(runs: list[MethodRun], totals: dict[str, float], total: float,
 
     line("LLVM", llvm_total)
     routes = Counter(r.codegen.route for r in done)
-    line(f"worker (stage codegen; objects: {', '.join(f'{n} {k}d' for k, n in sorted(routes.items()))})",
+    made = {"assemble": "assembled", "emit": "emitted"}
+    line(f"worker (codegen; objects {', '.join(f'{n} {made[k]}' for k, n in sorted(routes.items()))})",
          worker_total, 4)
     for k, label in WORKER_PARTS:
         line(label, worker[k], 6)
@@ -278,7 +280,7 @@ def split_table(runs: list[MethodRun], totals: dict[str, float], total: float,
         print(f"  lint's Python rules = lint stage - those = {totals['lint'] - lint_llvm:.2f} s")
     return {"llvm": llvm_total, "llvm_worker": worker_total, "llvm_in_process": lint_llvm,
             "python": python, "python_front": front_python, "python_back": back_python,
-            "routes": dict(sorted(routes.items())), **{f"worker_{k}": worker[k] for k, _ in WORKER_PARTS}}
+            **{f"worker_{k}": worker[k] for k, _ in WORKER_PARTS}}, dict(sorted(routes.items()))
 
 
 def cpu_lines(n: int, batch: Batch, side: dict[str, list[float]], split: dict[str, float],
@@ -360,7 +362,7 @@ def bench(args) -> int:
     over = overhead_lines(runs)
     print()
     print("Python vs LLVM (stage wall time, summed over methods)")
-    split = split_table(runs, totals, total, side)
+    split, routes = split_table(runs, totals, total, side)
     print()
     wall_total = sum(batch.wall.values())
     single = n / total
@@ -396,7 +398,7 @@ def bench(args) -> int:
         "total_s": round(total, 3), "isolation_overhead_s": round(over["overhead"], 3),
         "isolation_overhead_median_ms": round(over["overhead_median"] * 1e3, 3),
         **{k: round(v, 3) for k, v in split.items()},
-        "llvm_share": round(split["llvm"] / total, 4), "python_share": round(split["python"] / total, 4),
+        "object_routes": routes, "llvm_share": round(split["llvm"] / total, 4), "python_share": round(split["python"] / total, 4),
         "single_core_methods_per_s": round(single, 2),
         "wall_s": {k: round(v, 3) for k, v in batch.wall.items()}, "wall_total_s": round(wall_total, 3),
         "wall_methods_per_s": round(n / wall_total, 2), "setup_s": round(setup, 3),
