@@ -66,7 +66,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from llilc_eh.assembly.corpus import Corpus
 from llilc_eh.assembly.loader import Assembly
-from llilc_eh.backend.codegen import CodegenPool
+from llilc_eh.backend.codegen import OBJECT_ROUTES, CodegenPool
 from llilc_eh.errors import LlilcEhError
 from llilc_eh.pipeline import STAGES, MethodRun, Pipeline, eh_methods, summarize
 from llilc_eh.reader.lint import parse, verify_module
@@ -264,8 +264,7 @@ def split_table(runs: list[MethodRun], totals: dict[str, float], total: float,
 
     line("LLVM", llvm_total)
     routes = Counter(r.codegen.route for r in done)
-    made = {"assemble": "assembled", "emit": "emitted"}
-    line(f"worker (codegen; objects {', '.join(f'{n} {made[k]}' for k, n in sorted(routes.items()))})",
+    line(f"worker (codegen; objects {', '.join(f'{n} {OBJECT_ROUTES[k]}' for k, n in sorted(routes.items()))})",
          worker_total, 4)
     for k, label in WORKER_PARTS:
         line(label, worker[k], 6)

@@ -75,7 +75,7 @@ from ..errors import BackendError
 TRIPLE = "x86_64-pc-windows-msvc"
 CODE_MODEL = "small"
 FEATURES = "-fast-15bytenop"    # see the module docstring: the assembler pads as the functions do
-OBJECT_ROUTES = ("assemble", "emit")
+OBJECT_ROUTES = {"assemble": "assembled", "emit": "emitted"}   # route -> how its objects are called
 DEFAULT_TIMEOUT = 60.0
 STARTUP_TIMEOUT = 60.0
 STDERR_TAIL = 2000          # characters of a dead worker's stderr quoted in the error
@@ -121,7 +121,7 @@ class CodegenResult:
     route: str = "assemble"  # how the object was made: "assemble" (from the text) or "emit"
 
     def __str__(self) -> str:
-        return (f"O{self.opt}: object {len(self.obj)} bytes ({self.route}d), assembly "
+        return (f"O{self.opt}: object {len(self.obj)} bytes ({OBJECT_ROUTES[self.route]}), assembly "
                 f"{self.asm.count(chr(10))} lines; {self.timings}")
 
 
@@ -199,6 +199,12 @@ def _start_llvm(llvm_options: Iterable[str]):
     return llvm, machine
 
 
+def _check_route(route: str) -> str:
+    if route not in OBJECT_ROUTES:
+        raise ValueError(f"object route {route!r} (one of {', '.join(OBJECT_ROUTES)})")
+    return route
+
+
 def object_route(ir: str, configured: str) -> str:
     """The route a module's object takes under a pool's policy: the configured one, except
     that frame escapes (`llvm.localescape`) are emitted directly (see the module docstring)."""
@@ -250,31 +256,16 @@ def _compile_in(llvm, machine, ir: str, opt: int, route: str, context, modules: 
             builder.close()
             tuning.close()
     t2 = clock()
+    copies = _copies(llvm, module, ir, opt, context, modules)
     if route == "assemble":
-        # After optimisation the text is printed from a parse of the module's bitcode, as on
-        # the direct route: the optimised module itself has another use-list order, and
-        # codegen follows it (9 of the corpus' 5,693 EH methods print differently at O2).
-        for_assembly = module
-        if opt > 0:
-            for_assembly = llvm.parse_bitcode(module.as_bitcode(), context=context)
-            modules.append(for_assembly)
+        for_assembly = next(copies)
         t3 = clock()
         asm = machine.emit_assembly(for_assembly)
         t4 = clock()
         obj = _assemble(llvm, machine, asm, context, modules)
         t5 = clock()
     else:
-        # Two identical copies, one per emission (see the module docstring): at O0 the text
-        # parsed again, after optimisation two parses of its bitcode.
-        if opt == 0:
-            for_object = module
-            for_assembly = llvm.parse_assembly(ir, context=context)
-        else:
-            bitcode = module.as_bitcode()
-            for_object = llvm.parse_bitcode(bitcode, context=context)
-            modules.append(for_object)
-            for_assembly = llvm.parse_bitcode(bitcode, context=context)
-        modules.append(for_assembly)
+        for_object, for_assembly = next(copies), next(copies)
         t3 = clock()
         obj = machine.emit_object(for_object)
         t4 = clock()
@@ -283,6 +274,23 @@ def _compile_in(llvm, machine, ir: str, opt: int, route: str, context, modules: 
     parse = (t1 - t0) + (t3 - t2)
     emit_object, emit_text = (t5 - t4, t4 - t3) if route == "assemble" else (t4 - t3, t5 - t4)
     return obj, asm, route, (parse, t2 - t1 if opt > 0 else 0.0, emit_object, emit_text, t5 - t0)
+
+
+def _copies(llvm, module, ir: str, opt: int, context, modules: list):
+    """Identical modules to emit, one per emission (codegen changes the module it runs on;
+    see the module docstring for why not `clone()`): at O0 the parsed module itself, then
+    parses of the text again; after optimisation parses of its bitcode -- the optimised
+    module itself has another use-list order, and codegen follows it (printed from it, 9 of
+    the corpus' 5,693 EH methods got other code at O2)."""
+    if opt == 0:
+        yield module
+        while True:
+            modules.append(llvm.parse_assembly(ir, context=context))
+            yield modules[-1]
+    bitcode = module.as_bitcode()
+    while True:
+        modules.append(llvm.parse_bitcode(bitcode, context=context))
+        yield modules[-1]
 
 
 # What the AsmPrinter writes at the top of every COFF module's text, which the wrapper module
@@ -481,8 +489,7 @@ class CodegenPool:
                  object_route: str = "assemble"):
         if size < 1:
             raise ValueError(f"pool size {size}")
-        if object_route not in OBJECT_ROUTES:
-            raise ValueError(f"object route {object_route!r} (one of {', '.join(OBJECT_ROUTES)})")
+        _check_route(object_route)
         self.size = size
         self.timeout = timeout
         options = (["-trap-unreachable"] if trap_unreachable else []) + list(llvm_options)
@@ -515,10 +522,7 @@ class CodegenPool:
         how the object is made; by default the pool's `object_route` policy decides."""
         if opt not in (0, 1, 2, 3):
             raise ValueError(f"opt level {opt!r} (0, 1, 2 or 3)")
-        if route is None:
-            route = object_route(ir_text, self.object_route)
-        elif route not in OBJECT_ROUTES:
-            raise ValueError(f"object route {route!r} (one of {', '.join(OBJECT_ROUTES)})")
+        route = object_route(ir_text, self.object_route) if route is None else _check_route(route)
         if self._closed:
             raise ValueError("the codegen pool is closed")
         worker = self._idle.get()
