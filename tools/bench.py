@@ -104,11 +104,7 @@ class Batch:
 # -- running -----------------------------------------------------------------------------------
 
 def resolve(names: list[str], corpus: Corpus) -> list[Path]:
-    out = []
-    for n in names or DEFAULT_ASSEMBLIES:
-        p = Path(n)
-        out.append(p if p.is_file() else corpus.find(n).location)
-    return out
+    return [corpus.locate(n) for n in names or DEFAULT_ASSEMBLIES]
 
 
 def load(paths: list[Path], pool: CodegenPool, args) -> list[Target]:

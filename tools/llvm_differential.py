@@ -35,11 +35,6 @@ from llilc_eh.pipeline import Pipeline, eh_methods
 PROFILES = ("coreclr-psp", "coreclr-net10", "nativeaot")
 
 
-def _path(name: str) -> str:
-    p = Path(name)
-    return str(p) if p.exists() else str(Corpus().find(name).location)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("assemblies", nargs="+")
@@ -68,7 +63,7 @@ def main() -> int:
     with CodegenPool(args.jobs) as pool:
         for path in args.assemblies:
             t0 = time.perf_counter()
-            asm = Assembly(_path(path))
+            asm = Assembly(Corpus().locate(path))
             pipeline = Pipeline(asm, pool, opt=args.opt)
             rids = eh_methods(asm)[:args.limit] if args.limit else eh_methods(asm)
             seconds["assembly load, find EH"] += time.perf_counter() - t0

@@ -34,7 +34,7 @@ from llilc_eh.pipeline import Pipeline, eh_methods
 
 def _paths(names: list[str]) -> list[Path]:
     """Folders expanded as `validate` does; a name that is no path is a corpus file name."""
-    given = [n if Path(n).exists() else str(Corpus().find(n).location) for n in names]
+    given = [n if Path(n).is_dir() else str(Corpus().locate(n)) for n in names]
     return [Path(f) for f in expand_inputs(given or [str(cache_root() / "corpus")])]
 
 

@@ -91,6 +91,12 @@ class Corpus:
                 return f
         raise KeyError(f"{name} is not in corpus/manifest.tsv")
 
+    def locate(self, name: str) -> Path:
+        """What a tool's argument names: a file given by its path, else the corpus assembly of
+        that file name (`find`)."""
+        path = Path(name)
+        return path if path.is_file() else self.find(name).location
+
     def missing(self) -> list[CorpusFile]:
         return [f for f in self.files if not f.location.is_file()]
 
