@@ -27,11 +27,11 @@ from __future__ import annotations
 from construct import (
                        Array,
                        Bytes,
+                       Check,
                        Computed,
                        Const,
                        FixedSized,
                        GreedyBytes,
-                       GreedyRange,
                        If,
                        IfThenElse,
                        Int8ul,
@@ -146,9 +146,11 @@ StringTable = Struct(
 # Relocations of one section, starting at PointerToRelocations: `Relocation` records back to
 # back (`records`). Their count is the section's NumberOfRelocations or, when the section's
 # `overflow` is set (NRELOC_OVFL with a count of 0xFFFF), the first record's VirtualAddress:
-# the real count, that first record included.
+# the real count, that first record included. (`Peek` gives None where that record is past
+# the end of the object; the `Check` makes that a ConstructError like any other short read.)
 RelocationTable = Struct(
     "count" / IfThenElse(this._.overflow, Peek(Int32ul), Computed(this._.header.number_of_relocations)),
+    Check(this.count != None),              # a construct expression: `is not` cannot be one
     "records" / Bytes(this.count * RELOCATION_SIZE),
 )
 
@@ -184,7 +186,6 @@ CoffFile = Struct(
 # records). In an object file the three fields are ADDR32NB relocations plus inline addends.
 RuntimeFunction = RuntimeFunctionAmd64
 RUNTIME_FUNCTION_SIZE = RuntimeFunction.sizeof()
-PdataSection = GreedyRange(RuntimeFunction)
 
 # LLVM's CoreCLR EH table (WinException::emitCLRExceptionTable), written into .xdata right
 # after the UNWIND_INFO of the parent's last funclet (its handler data):

@@ -243,12 +243,24 @@ def _relocations_elsewhere(d: bytearray) -> bytearray:
     return d
 
 
+def _overflowing_relocations_elsewhere(d: bytearray) -> bytearray:
+    """As above, and the section says its count overflowed (NRELOC_OVFL, 0xFFFF): the real
+    count would be read from the first record, which is not there."""
+    d = _relocations_elsewhere(d)
+    at = structs.FILE_HEADER_SIZE
+    d[at + 32:at + 34] = (0xFFFF).to_bytes(2, "little")
+    flags = int.from_bytes(d[at + 36:at + 40], "little") | structs.IMAGE_SCN_LNK_NRELOC_OVFL
+    d[at + 36:at + 40] = flags.to_bytes(4, "little")
+    return d
+
+
 @pytest.mark.parametrize("mutate, words", [
     (lambda d: d[:10], "unreadable"),
     (lambda d: d[:30], "unreadable"),      # inside the first section header
     (lambda d: b"\x4c\x01" + d[2:], "not AMD64"),
     (lambda d: d[:-40], "unreadable"),
     (_relocations_elsewhere, "unreadable"),
+    (_overflowing_relocations_elsewhere, "unreadable"),
 ])
 def test_damaged_objects(sample_compiled, mutate, words):
     data = sample_compiled[0][0].result.obj
