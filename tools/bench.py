@@ -37,7 +37,7 @@ What is counted where:
   phase is parallel and the wall time stays bounded below by the Python time.
 * all of the above is wall time, which on a shared machine includes waiting for a core.
   The CPU section times the same run on CPU clocks: this process per phase
-  (`time.process_time`, also per method) and the workers (user + system from /proc), with
+  (`time.process_time`, also per method) and the workers (their own CPU clock per module), with
   the load average at the start and the end. Its methods/s and Python/LLVM split are far
   less sensitive to other load than the wall figures, though not immune (shared caches,
   the hypervisor's scheduling): compare runs made under a similar load average.
@@ -66,7 +66,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from llilc_eh.assembly.corpus import Corpus
 from llilc_eh.assembly.loader import Assembly
-from llilc_eh.backend.codegen import OBJECT_ROUTES, CodegenPool
+from llilc_eh.backend.codegen import OBJECT_ROUTES, CodegenPool, CodegenResult
 from llilc_eh.errors import LlilcEhError
 from llilc_eh.pipeline import STAGES, MethodRun, Pipeline, eh_methods, summarize
 from llilc_eh.reader.lint import parse, verify_module
@@ -128,22 +128,9 @@ def warm_up(pool: CodegenPool, opt: int) -> None:
             raise result
 
 
-def worker_cpu(pids: list[int]) -> dict[int, float]:
-    """CPU seconds (user + system) each live worker process has used so far (Linux /proc)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    out = {}
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        out[pid] = (int(fields[11]) + int(fields[12])) / tick    # utime, stime
-    return out
-
-
 def run_batch(targets: list[Target], pool: CodegenPool, opt: int) -> Batch:
     """The three phases of `Pipeline.run_many`, over all assemblies, each on the wall clock
-    and on the CPU clocks (this process; the workers through /proc)."""
+    and on the CPU clocks (this process; the workers' own clock per module, `CodegenTimings.cpu`)."""
     starts, restarts = pool.starts, pool.restarts
     wall, cpu = {}, {}
     per_method: dict[str, list[float]] = {"front": [], "back": []}
@@ -157,9 +144,7 @@ def run_batch(targets: list[Target], pool: CodegenPool, opt: int) -> Batch:
             per_method["front"].append(cpu_clock() - c)
     c1, t1 = cpu_clock(), time.perf_counter()
     todo = [(t, r) for t, r in fronts if r.error is None]
-    before = worker_cpu(pool.worker_pids)
     results = pool.compile_many([r.reader.module for _, r in todo], opt, methods=[r.name for _, r in todo])
-    after = worker_cpu(pool.worker_pids)
     c2, t2 = cpu_clock(), time.perf_counter()
     for (t, r), result in zip(todo, results):
         c = cpu_clock()
@@ -168,8 +153,9 @@ def run_batch(targets: list[Target], pool: CodegenPool, opt: int) -> Batch:
     c3, t3 = cpu_clock(), time.perf_counter()
     wall["front"], wall["llvm"], wall["back"] = t1 - t0, t2 - t1, t3 - t2
     cpu["front"], cpu["llvm-main"], cpu["back"] = c1 - c0, c2 - c1, c3 - c2
-    # a worker replaced during the phase takes its CPU time with it: then this is a lower bound
-    cpu["workers"] = sum(after[pid] - before.get(pid, 0.0) for pid in after)
+    # Modules that failed in a worker (an abort, a timeout) are not counted: their worker's
+    # clock went with it.
+    cpu["workers"] = sum(r.timings.cpu for r in results if isinstance(r, CodegenResult))
     return Batch([r for _, r in fronts], [t.name for t, _ in fronts], wall, cpu, per_method,
                  pool.starts - starts, pool.restarts - restarts)
 
@@ -298,7 +284,7 @@ def cpu_lines(n: int, batch: Batch, side: dict[str, list[float]], split: dict[st
     row("this process, front half", c["front"], f"   (wall {batch.wall['front']:.2f} s; median {med['front']:.2f} ms/method)")
     row("this process, during the LLVM phase", c["llvm-main"], "   (isolation: pickling, pipes)")
     row("this process, back half", c["back"], f"   (wall {batch.wall['back']:.2f} s; median {med['back']:.2f} ms/method)")
-    row("LLVM workers (/proc user + system)", c["workers"], f"   (worker-reported {split['llvm_worker']:.2f} s wall)")
+    row("LLVM workers (their CPU clock per module)", c["workers"], f"   (worker-reported {split['llvm_worker']:.2f} s wall)")
     row("LLVM = workers + lint parse, print, verify", llvm)
     row("Python = this process - its LLVM calls", python)
     print(f"  {'single core by CPU time':<48} {total:8.2f} s {n / total:8.1f} methods/s")

@@ -94,7 +94,10 @@ class CodegenTimings:
     the codegen run that prints the assembly text; `codegen` makes the object (assembling
     the text, or on the direct route a second codegen run); `worker` is all the worker
     spent; `roundtrip` is what the caller waited (worker time + pickling + pipes: the
-    isolation overhead is the difference)."""
+    isolation overhead is the difference). All of those are wall time; `cpu` is the CPU
+    time the worker's process spent on the module (its own clock, so it survives the
+    worker: a recycled worker's /proc entry goes with it) -- what the module costs a core
+    whatever else the machine runs."""
 
     parse: float
     opt: float
@@ -102,6 +105,7 @@ class CodegenTimings:
     asm: float
     worker: float
     roundtrip: float = 0.0
+    cpu: float = 0.0
 
     @property
     def overhead(self) -> float:
@@ -241,7 +245,7 @@ def _compile(llvm, machines, ir: str, opt: int, route: str):
 def _compile_in(llvm, machines, ir: str, opt: int, route: str, context, modules: list):
     clock = time.perf_counter
     machine = machines(opt)
-    t0 = clock()
+    cpu0, t0 = time.process_time(), clock()
     try:
         module = llvm.parse_assembly(ir, context=context)
     except RuntimeError as e:
@@ -280,7 +284,8 @@ def _compile_in(llvm, machines, ir: str, opt: int, route: str, context, modules:
         t5 = clock()
     parse = (t1 - t0) + (t3 - t2)
     emit_object, emit_text = (t5 - t4, t4 - t3) if route == "assemble" else (t4 - t3, t5 - t4)
-    return obj, asm, route, (parse, t2 - t1 if opt > 0 else 0.0, emit_object, emit_text, t5 - t0)
+    return obj, asm, route, (parse, t2 - t1 if opt > 0 else 0.0, emit_object, emit_text, t5 - t0,
+                             time.process_time() - cpu0)
 
 
 def _copies(llvm, module, ir: str, opt: int, context, modules: list):
@@ -428,9 +433,9 @@ class _Worker:
             self.stop()   # recycled: LLVM's O>0 pipeline (llvmlite 0.50) leaks ~60 kB a run
         if reply[0] == "error":
             raise BackendError(reply[2], kind=reply[1], method=method)
-        _, obj, asm, route, (parse, opt_time, codegen, asm_time, worker) = reply
+        _, obj, asm, route, (parse, opt_time, codegen, asm_time, worker, cpu) = reply
         return CodegenResult(obj, asm, opt,
-                             CodegenTimings(parse, opt_time, codegen, asm_time, worker, roundtrip),
+                             CodegenTimings(parse, opt_time, codegen, asm_time, worker, roundtrip, cpu),
                              self._stderr_text(mark), route)
 
     # pipes
@@ -517,10 +522,6 @@ class CodegenPool:
     def starts(self) -> int:
         """Worker processes started so far (first starts, replacements and recycling)."""
         return sum(w.starts for w in self._workers)
-
-    @property
-    def worker_pids(self) -> list[int]:
-        return [w.process.pid for w in self._workers if w.process is not None]
 
     def compile(self, ir_text: str, opt: int = 0, *, timeout: float | None = None,
                 method: str | None = None, route: str | None = None) -> CodegenResult:
