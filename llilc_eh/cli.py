@@ -307,6 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         ap.print_help()
         return 2
+    batch.tune_gc()
     try:
         return args.func(args)
     except LlilcEhError as e:

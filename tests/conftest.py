@@ -11,10 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from llilc_eh.batch import tune_gc
 from llilc_eh.check.toolchain import ToolchainError, assemble
 
 TESTS_DIR = Path(__file__).resolve().parent
 IL_DIR = TESTS_DIR / "il"
+
+
+def pytest_configure(config):
+    tune_gc()       # the suite runs the pipeline over many methods, as a batch does
 
 
 def il_sources() -> list[Path]:

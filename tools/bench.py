@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import json
 import os
 import pstats
@@ -61,12 +62,14 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from llilc_eh.assembly.corpus import Corpus
 from llilc_eh.assembly.loader import Assembly
 from llilc_eh.backend.codegen import OBJECT_ROUTES, CodegenPool, CodegenResult
+from llilc_eh.batch import tune_gc
 from llilc_eh.errors import LlilcEhError
 from llilc_eh.pipeline import STAGES, MethodRun, Pipeline, eh_methods, summarize
 from llilc_eh.reader.lint import parse, verify_module
@@ -99,9 +102,35 @@ class Batch:
     cpu_per_method: dict[str, list[float]]   # front, back: this process's CPU seconds per call
     starts: int                 # worker processes started during the timed run
     restarts: int
+    gc: GcClock                 # this process's cyclic garbage collections during the run
 
 
 # -- running -----------------------------------------------------------------------------------
+
+class GcClock:
+    """The CPU time of this process's cyclic garbage collections while it is installed
+    (`gc.callbacks`): collections and seconds per generation. Why measured apart: it is a
+    tunable (`batch.GC_THRESHOLDS`), and an A/B of whole runs cannot see a few percent on
+    a shared machine, while the collector's own time can be read exactly."""
+
+    def __init__(self):
+        self.collections, self.seconds = [0, 0, 0], [0.0, 0.0, 0.0]
+        self._started = 0.0
+
+    def __enter__(self) -> Self:
+        gc.callbacks.append(self._tick)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        gc.callbacks.remove(self._tick)
+
+    def _tick(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._started = time.process_time()
+        else:
+            self.collections[info["generation"]] += 1
+            self.seconds[info["generation"]] += time.process_time() - self._started
+
 
 def resolve(names: list[str], corpus: Corpus) -> list[Path]:
     return [corpus.locate(n) for n in names or DEFAULT_ASSEMBLIES]
@@ -135,29 +164,30 @@ def run_batch(targets: list[Target], pool: CodegenPool, opt: int) -> Batch:
     wall, cpu = {}, {}
     per_method: dict[str, list[float]] = {"front": [], "back": []}
     cpu_clock = time.process_time
-    c0, t0 = cpu_clock(), time.perf_counter()
-    fronts = []
-    for t in targets:
-        for rid in t.rids:
+    with GcClock() as gc_clock:
+        c0, t0 = cpu_clock(), time.perf_counter()
+        fronts = []
+        for t in targets:
+            for rid in t.rids:
+                c = cpu_clock()
+                fronts.append((t, t.pipeline.front(rid)))
+                per_method["front"].append(cpu_clock() - c)
+        c1, t1 = cpu_clock(), time.perf_counter()
+        todo = [(t, r) for t, r in fronts if r.error is None]
+        results = pool.compile_many([r.reader.module for _, r in todo], opt, methods=[r.name for _, r in todo])
+        c2, t2 = cpu_clock(), time.perf_counter()
+        for (t, r), result in zip(todo, results):
             c = cpu_clock()
-            fronts.append((t, t.pipeline.front(rid)))
-            per_method["front"].append(cpu_clock() - c)
-    c1, t1 = cpu_clock(), time.perf_counter()
-    todo = [(t, r) for t, r in fronts if r.error is None]
-    results = pool.compile_many([r.reader.module for _, r in todo], opt, methods=[r.name for _, r in todo])
-    c2, t2 = cpu_clock(), time.perf_counter()
-    for (t, r), result in zip(todo, results):
-        c = cpu_clock()
-        t.pipeline.back(r, result)
-        per_method["back"].append(cpu_clock() - c)
-    c3, t3 = cpu_clock(), time.perf_counter()
+            t.pipeline.back(r, result)
+            per_method["back"].append(cpu_clock() - c)
+        c3, t3 = cpu_clock(), time.perf_counter()
     wall["front"], wall["llvm"], wall["back"] = t1 - t0, t2 - t1, t3 - t2
     cpu["front"], cpu["llvm-main"], cpu["back"] = c1 - c0, c2 - c1, c3 - c2
     # Modules that failed in a worker (an abort, a timeout) are not counted: their worker's
     # clock went with it.
     cpu["workers"] = sum(r.timings.cpu for r in results if isinstance(r, CodegenResult))
     return Batch([r for _, r in fronts], [t.name for t, _ in fronts], wall, cpu, per_method,
-                 pool.starts - starts, pool.restarts - restarts)
+                 pool.starts - starts, pool.restarts - restarts, gc_clock)
 
 
 def in_process_llvm(runs: list[MethodRun]) -> dict[str, list[float]]:
@@ -287,13 +317,17 @@ def cpu_lines(n: int, batch: Batch, side: dict[str, list[float]], split: dict[st
     row("LLVM workers (their CPU clock per module)", c["workers"], f"   (worker-reported {split['llvm_worker']:.2f} s wall)")
     row("LLVM = workers + lint parse, print, verify", llvm)
     row("Python = this process - its LLVM calls", python)
+    collections = "/".join(str(n) for n in batch.gc.collections)
+    row("  of which the cyclic GC", sum(batch.gc.seconds),
+        f"   ({collections} collections of generation 0/1/2; thresholds {gc.get_threshold()})")
     print(f"  {'single core by CPU time':<48} {total:8.2f} s {n / total:8.1f} methods/s")
     if python > 0:
         print(f"  {'Python-bound ceiling by CPU time':<48} {python:8.2f} s {n / python:8.1f} methods/s")
     return {"cpu_s": total, "cpu_front_s": c["front"], "cpu_llvm_main_s": c["llvm-main"], "cpu_back_s": c["back"],
             "cpu_workers_s": c["workers"], "cpu_llvm_s": llvm, "cpu_python_s": python,
             "cpu_llvm_share": llvm / total if total else 0.0, "cpu_methods_per_s": n / total if total else 0.0,
-            "cpu_front_median_ms": med["front"], "cpu_back_median_ms": med["back"]}
+            "cpu_front_median_ms": med["front"], "cpu_back_median_ms": med["back"],
+            "cpu_gc_s": sum(batch.gc.seconds)}
 
 
 def failure_lines(runs: list[MethodRun], owners: list[str]) -> dict:
@@ -384,7 +418,7 @@ def bench(args) -> int:
         "wall_s": {k: round(v, 3) for k, v in batch.wall.items()}, "wall_total_s": round(wall_total, 3),
         "wall_methods_per_s": round(n / wall_total, 2), "setup_s": round(setup, 3),
         **{k: round(v, 4 if k.endswith("share") else 3) for k, v in cpu.items()},
-        "load_average": [round(x, 2) for x in loadavg],
+        "gc_collections": batch.gc.collections, "load_average": [round(x, 2) for x in loadavg],
     }
     print(json.dumps(record, sort_keys=True))
     return 0 if summary["ok"] == n else 2
@@ -490,6 +524,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.jobs < 1:
         ap.error("--jobs must be at least 1")
+    tune_gc()       # as the CLI does
     return profile(args) if args.profile else bench(args)
 
 
