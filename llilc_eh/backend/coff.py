@@ -22,7 +22,7 @@ from functools import cached_property
 
 from construct import ConstructError
 
-from ..assembly.structs import bulk_format
+from ..assembly.structs import bulk_format, compiled_parser
 from ..errors import BackendError
 from . import structs
 
@@ -149,9 +149,10 @@ def aux_format(storage: int, value: int, section_number: int, type_: int) -> str
     return None
 
 
-# The records of an object come by the dozen: they are unpacked with `struct` formats derived
-# from their declarations (one construct parse per record was most of the cost of reading an
-# object).
+# An object is read once per method: its layout by construct's compiled form of `CoffFile`,
+# its records, which come by the dozen, with `struct` formats derived from their declarations
+# (one construct parse per record was most of the cost of reading an object).
+_COFF_FILE = compiled_parser(structs.CoffFile)
 _SYMBOL_RECORD = struct.Struct(bulk_format(structs.SymbolRecord))
 _LONG_NAME = struct.Struct(bulk_format(structs.SymbolLongName))
 _RELOCATION = struct.Struct(bulk_format(structs.Relocation))
@@ -300,7 +301,7 @@ class CoffObject:
         """Read an object file; a malformed one is a `BackendError(kind="bad-coff")`."""
         data = bytes(data)
         try:
-            raw = structs.CoffFile.parse(data)
+            raw = _COFF_FILE(data)
         except ConstructError as e:
             raise _bad(f"unreadable COFF object ({len(data)} bytes): {e}") from None
         header = raw.file_header

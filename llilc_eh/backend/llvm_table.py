@@ -40,14 +40,17 @@ from dataclasses import dataclass
 from construct import ConstructError
 
 from ..assembly.native import ClauseFlags, NativeClause
+from ..assembly.structs import compiled_parser
 from ..errors import BackendError
 from ..unwind import decode_unwind_info
 from . import structs
 from .coff import CoffObject, RelocationType
 from .recover import FUNCLET_NAME
 
-_CLAUSE_FIELDS = ("flags", "try_start", "try_end", "handler_start", "handler_end",
-                  "class_token_or_filter")
+# Read twice per method (the image and the differential), by construct's compiled form of the
+# declaration.
+_LLVM_CLR_TABLE = compiled_parser(structs.LlvmClrTable)
+_CLAUSE_SIZE = structs.CorInfoEHClause.sizeof()
 
 
 def _bad(reason: str, offset: int | None = None) -> BackendError:
@@ -94,6 +97,9 @@ def resolved_xdata(coff: CoffObject) -> bytes:
         symbol = coff.symbol_at_index(reloc.symbol_index)
         if symbol.section_name != ".text":
             raise _bad(f"REL32 in .xdata against {symbol.name} in {symbol.section_name}", reloc.offset)
+        if not 0 <= reloc.offset <= len(data) - 4:
+            raise _bad(f"REL32 field at .xdata+0x{reloc.offset:x} is outside the section "
+                       f"({len(data)} bytes)", reloc.offset)
         addend = struct.unpack_from("<i", data, reloc.offset)[0]
         value = symbol.value + addend - reloc.offset - 4
         struct.pack_into("<I", data, reloc.offset, value & 0xFFFFFFFF)
@@ -132,7 +138,7 @@ def decode_llvm_clr_table(obj: bytes | CoffObject, parent: str) -> LlvmClrTable 
         return None
     data = resolved_xdata(coff)
     try:
-        raw = structs.LlvmClrTable.parse(data[at:])
+        raw = _LLVM_CLR_TABLE(data[at:])
     except ConstructError as e:
         raise _bad(f"LLVM's CLR table of {parent} does not fit .xdata: {e}", at) from None
     clause_base = at + 4 * (3 + raw.funclet_count + 1)
@@ -141,6 +147,6 @@ def decode_llvm_clr_table(obj: bytes | CoffObject, parent: str) -> LlvmClrTable 
     for index, c in enumerate(raw.clauses):
         clauses.append(NativeClause(ClauseFlags(c.flags), c.try_start, c.try_end, c.handler_start,
                                     c.handler_end, c.class_token_or_filter_offset))
-        reloc = xdata.relocation_at(clause_base + structs.CorInfoEHClause.sizeof() * index + 12)
+        reloc = xdata.relocation_at(clause_base + _CLAUSE_SIZE * index + 12)
         handlers.append(reloc.symbol if reloc is not None else None)
     return LlvmClrTable(parent, at, raw.funclet_count, tuple(raw.ends), tuple(clauses), tuple(handlers))

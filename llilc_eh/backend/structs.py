@@ -31,7 +31,6 @@ from construct import (
                        Computed,
                        Const,
                        FixedSized,
-                       GreedyBytes,
                        If,
                        IfThenElse,
                        Int8ul,
@@ -140,7 +139,7 @@ AUX_FORMATS = {
 
 StringTable = Struct(
     "size" / Int32ul,                       # counts its own four bytes
-    "strings" / FixedSized(lambda ctx: max(ctx.size - 4, 0), GreedyBytes),
+    "strings" / IfThenElse(this.size > 4, Bytes(this.size - 4), Computed(b"")),   # 4 or less: none
 )
 
 # Relocations of one section, starting at PointerToRelocations: `Relocation` records back to
@@ -154,23 +153,24 @@ RelocationTable = Struct(
     "records" / Bytes(this.count * RELOCATION_SIZE),
 )
 
-# One section: its header (read in table order) with its raw data and relocations (read
-# where the header points). The header is parsed by construct's compiled form of its
-# declaration, given exactly its 40 bytes: compiled code does not check short reads.
+# One section: its header (read in table order, all 40 bytes at once) with its raw data and
+# relocations (read where the header points).
 Section = Struct(
-    "header" / FixedSized(SECTION_HEADER_SIZE, SectionHeader.compile()),
+    "header" / FixedSized(SECTION_HEADER_SIZE, SectionHeader),
     # Uninitialized data (.bss) has a size but no bytes in the file.
-    "data" / If(lambda ctx: not ctx.header.characteristics & IMAGE_SCN_CNT_UNINITIALIZED_DATA
-                and ctx.header.pointer_to_raw_data,
+    "data" / If(((this.header.characteristics & IMAGE_SCN_CNT_UNINITIALIZED_DATA) == 0)
+                & (this.header.pointer_to_raw_data != 0),
                 Pointer(this.header.pointer_to_raw_data, Bytes(this.header.size_of_raw_data))),
-    "overflow" / Computed(lambda ctx: bool(ctx.header.characteristics & IMAGE_SCN_LNK_NRELOC_OVFL)
-                          and ctx.header.number_of_relocations == 0xFFFF),
+    "overflow" / Computed(((this.header.characteristics & IMAGE_SCN_LNK_NRELOC_OVFL) != 0)
+                          & (this.header.number_of_relocations == 0xFFFF)),
     "relocations" / If(this.header.number_of_relocations,
                        Pointer(this.header.pointer_to_relocations, RelocationTable)),
 )
 
 # A whole object file. The symbol table (`symbols`) is its records back to back: each
 # `SymbolRecord` followed by its NumberOfAuxSymbols auxiliary records (`AUX_FORMATS`, or raw).
+# Every condition and size in it is a construct expression, not a lambda, so that construct can
+# compile it (`compiled_parser`): an object is read once per method.
 CoffFile = Struct(
     "file_header" / FileHeader,
     "optional_header" / Bytes(this.file_header.size_of_optional_header),

@@ -75,7 +75,8 @@ HandlerInfo = Struct(
 
 # The whole UNWIND_INFO. Parse with `handler_data_size=` (0 unless the caller knows better).
 # The code array is bounded by CountOfCodes; an operation whose extra slots would run past it
-# ends the greedy parse early, which the codec detects by counting slots.
+# ends the greedy parse early, which the codec detects by counting slots. (The codec builds the
+# record whole but reads it piece by piece, each piece by its declaration above: it is faster.)
 UnwindInfo = Struct(
     "header" / UnwindInfoHeader,
     "codes" / FixedSized(this.header.count_of_codes * 2, GreedyRange(UnwindCode)),

@@ -1,7 +1,7 @@
 """The COFF reader against `llvm-readobj --sections --symbols --relocations` (Debian's LLVM 14),
 field by field, on objects we emit: sample methods, a module that exercises long section
 names, weak externals, every relocation kind LLVM writes, a relocation count overflow; and
-damaged input."""
+damaged input, which the compiled form of the object layout reads as its declaration does."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ import struct
 
 import pytest
 from conftest import run_readobj
-from hypothesis import given
+from construct import ConstructError
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llilc_eh.assembly.structs import bulk_format
+from llilc_eh.assembly.structs import bulk_format, compiled_parser
 from llilc_eh.backend import structs
 from llilc_eh.backend.coff import CoffObject, RelocationType, StorageClass
 from llilc_eh.errors import BackendError
@@ -276,6 +277,44 @@ def test_records_read_in_bulk_read_as_declared(layout, data):
     raw = data.draw(st.binary(min_size=layout.sizeof(), max_size=layout.sizeof()))
     parsed = layout.parse(raw)
     assert struct.unpack(bulk_format(layout), raw) == tuple(parsed[sub.name] for sub in layout.subcons)
+
+
+_COMPILED_COFF_FILE = compiled_parser(structs.CoffFile)
+
+
+def _damaged_objects(sample_compiled):
+    """Sample objects with a few bytes rewritten (mostly in the file and section headers, where
+    the sizes, counts and offsets are), maybe a section's relocation count overflowed, maybe cut."""
+    objects = [m.result.obj for m in sample_compiled[0] + sample_compiled[2] if m.has_eh]
+
+    @st.composite
+    def damaged(draw):
+        data = bytearray(draw(st.sampled_from(objects)))
+        headers = structs.FILE_HEADER_SIZE + structs.SECTION_HEADER_SIZE * data[2]
+        for at, value in draw(st.lists(st.tuples(st.integers(0, headers - 1), st.integers(0, 255)), max_size=3)):
+            data[at] = value
+        if draw(st.booleans()):
+            at = structs.FILE_HEADER_SIZE + structs.SECTION_HEADER_SIZE * draw(st.integers(0, data[2] - 1))
+            data[at + 32:at + 34] = b"\xff\xff"
+            data[at + 39] |= structs.IMAGE_SCN_LNK_NRELOC_OVFL >> 24
+        return bytes(data[:draw(st.integers(0, len(data)))]) if draw(st.booleans()) else bytes(data)
+
+    return damaged()
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_the_compiled_object_layout_reads_as_declared(sample_compiled, data):
+    """`CoffObject.parse` reads `CoffFile` by its compiled form: same values, same errors."""
+    damaged = data.draw(_damaged_objects(sample_compiled))
+
+    def outcome(parse):
+        try:
+            return parse(damaged)
+        except ConstructError as e:
+            return f"{type(e).__name__}: {e}"
+
+    assert outcome(_COMPILED_COFF_FILE) == outcome(structs.CoffFile.parse)
 
 
 def test_lookups(sample_compiled):

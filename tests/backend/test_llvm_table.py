@@ -1,15 +1,23 @@
 """LLVM's CoreCLR EH table read back from `.xdata`, over every sample method at O0 and O2,
-checked against the recovered code (funclets, EH labels, invokes) and the IL clauses."""
+checked against the recovered code (funclets, EH labels, invokes) and the IL clauses; and the
+compiled form of its layout against the declaration, on damaged tables."""
 
 from __future__ import annotations
 
 import pytest
 from conftest import OPT_LEVELS
+from construct import ConstructError
+from hypothesis import given
+from hypothesis import strategies as st
 
 from llilc_eh.assembly.body import ClauseKind
 from llilc_eh.assembly.native import ClauseFlags
+from llilc_eh.assembly.structs import compiled_parser
+from llilc_eh.backend import structs
+from llilc_eh.backend.coff import CoffObject
 from llilc_eh.backend.llvm_table import decode_llvm_clr_table, resolved_xdata
 from llilc_eh.backend.recover import recover
+from llilc_eh.errors import BackendError
 
 _IL_TO_LLVM_KIND = {ClauseKind.CATCH: "catch", ClauseKind.FILTER: "catch",   # LLVM: no filters
                     ClauseKind.FINALLY: "finally", ClauseKind.FAULT: "fault"}
@@ -160,3 +168,52 @@ def test_resolved_xdata_changes_only_rel32_fields(sample_compiled):
     changed = {i // 4 * 4 for i, (a, b) in enumerate(zip(xdata.data, resolved)) if a != b}
     rel32 = {r.offset for r in xdata.relocations if r.type.name == "REL32"}
     assert changed <= rel32 and len(resolved) == len(xdata.data)
+
+
+def test_rel32_field_outside_xdata_is_a_backend_error(sample_compiled):
+    """A REL32 relocation of .xdata whose field lies past the section's end (a damaged object):
+    a bad-llvm-table `BackendError`, not struct's error."""
+    m = next(m for m in sample_compiled[0] if m.has_eh and m.pads)
+    data = bytearray(m.result.obj)
+    raw = structs.CoffFile.parse(bytes(data))
+    number, section = next((n, s) for n, s in enumerate(raw.sections)
+                           if s.header.name.rstrip(b"\0") == b".xdata")
+    first_rel32 = next(i for i, r in enumerate(m.coff.sections[number].relocations) if r.type.name == "REL32")
+    at = section.header.pointer_to_relocations + structs.RELOCATION_SIZE * first_rel32
+    data[at:at + 4] = (section.header.size_of_raw_data - 2).to_bytes(4, "little")   # VirtualAddress
+    with pytest.raises(BackendError) as info:
+        resolved_xdata(CoffObject.parse(bytes(data)))
+    assert info.value.kind == "bad-llvm-table" and "outside the section" in info.value.reason
+
+
+_DWORDS = st.integers(0, 0xFFFFFFFF)
+_COMPILED_TABLE = compiled_parser(structs.LlvmClrTable)
+
+
+@st.composite
+def _damaged_tables(draw):
+    """A table as the declaration builds it, maybe with a few bytes rewritten (a count, the
+    sentinel), maybe cut short, maybe with bytes after it."""
+    ends = draw(st.lists(_DWORDS, min_size=1, max_size=5))
+    clauses = draw(st.lists(st.fixed_dictionaries({name: _DWORDS for name in (
+        "flags", "try_start", "try_end", "handler_start", "handler_end", "class_token_or_filter_offset")}),
+        max_size=4))
+    data = bytearray(structs.LlvmClrTable.build({
+        "sentinel": structs.LLVM_CLR_TABLE_SENTINEL, "funclet_count": len(ends) - 1, "ends": ends,
+        "clause_count": len(clauses), "clauses": clauses, "end": None}) + draw(st.binary(max_size=8)))
+    for at, value in draw(st.lists(st.tuples(st.integers(0, len(data) - 1), st.integers(0, 255)), max_size=2)):
+        data[at] = value
+    return bytes(data[:draw(st.integers(0, len(data)))]) if draw(st.booleans()) else bytes(data)
+
+
+@given(_damaged_tables())
+def test_the_compiled_table_layout_reads_as_declared(data):
+    """`decode_llvm_clr_table` reads `LlvmClrTable` by its compiled form: same values, same errors."""
+
+    def outcome(parse):
+        try:
+            return parse(data)
+        except ConstructError as e:
+            return f"{type(e).__name__}: {e}"
+
+    assert outcome(_COMPILED_TABLE) == outcome(structs.LlvmClrTable.parse)

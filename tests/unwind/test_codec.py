@@ -16,12 +16,13 @@ from dataclasses import dataclass, replace
 
 import llvmlite.binding as llvm
 import pytest
-from construct import Array, Bytes, Int8ul, Int16sl, Int16ul, Int32ul, Struct
+from construct import Array, Bytes, Int8ul, Int16sl, Int16ul, Int32ul, StreamError, Struct
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from llilc_eh.unwind import (HANDLER_FLAGS, RuntimeFunction, UnwindError, UnwindFlags, UnwindInfo, UnwindOp,
                              UnwindOpKind, decode_unwind_info, encode_unwind_info, to_clr)
+from llilc_eh.unwind import structs
 
 TRIPLE = "x86_64-pc-windows-msvc"
 
@@ -240,6 +241,48 @@ def test_corrupted_header_and_ops_give_their_kind(info, data):
         with pytest.raises(UnwindError) as e:
             decode_unwind_info(bytes(bad_op), handler_data_size=hd)
         assert e.value.kind == "bad-unwind-op"
+
+
+@st.composite
+def damaged_unwind_infos(draw):
+    """A generated UNWIND_INFO's bytes, maybe with a few rewritten (past the version and flags,
+    which are refused before any layout is read), maybe cut, maybe with bytes after it; and a
+    handler data size, not always the one it was encoded with."""
+    info = draw(unwind_infos())
+    data = bytearray(encode_unwind_info(info) + draw(st.binary(max_size=8)))
+    for at, value in draw(st.lists(st.tuples(st.integers(1, len(data) - 1), st.integers(0, 255)), max_size=3)):
+        data[at] = value
+    cut = draw(st.integers(0, len(data))) if draw(st.booleans()) else len(data)
+    return bytes(data[:cut]), draw(st.sampled_from([len(info.handler_data), 0, 4]))
+
+
+@given(damaged_unwind_infos())
+def test_decoding_reads_what_the_declaration_reads(case):
+    """The codec reads an UNWIND_INFO piece by piece; `structs.UnwindInfo` reads it whole."""
+    data, handler_data_size = case
+    try:
+        raw = structs.UnwindInfo.parse(data, handler_data_size=handler_data_size)
+    except StreamError:
+        raw = None
+    try:
+        info = decode_unwind_info(data, handler_data_size=handler_data_size)
+    except UnwindError as e:
+        # The declaration reads to the end, or the data ends first; the codec may still refuse an
+        # operation, or one whose extra slots CountOfCodes cuts off (the declaration's array
+        # ends before it).
+        assert e.kind == ("truncated-unwind-info" if raw is None else "bad-unwind-op")
+        return
+    assert raw is not None and info.size == raw.end
+    header = raw.header
+    assert (info.version, info.flags, info.prolog_size, info.frame_register, info.frame_offset) == (
+        header.version, header.flags, header.size_of_prolog, header.frame_register, header.frame_offset * 16)
+    assert [(op.code_offset, op.op, op.op_info, op.operand) for op in info.codes] == [
+        (c.code_offset, c.operation.unwind_op, c.operation.op_info, c.operand or 0) for c in raw.codes]
+    assert info.padding_slot == (raw.padding or 0)
+    assert (info.handler_rva, info.handler_data) == (
+        (raw.handler.handler_rva, raw.handler.handler_data) if raw.handler else (None, b""))
+    assert info.chained == (RuntimeFunction(raw.chained.begin_rva, raw.chained.end_rva, raw.chained.unwind_rva)
+                            if raw.chained else None)
 
 
 # --------------------------------------------------------------------------------------------
