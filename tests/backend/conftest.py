@@ -9,6 +9,7 @@ import subprocess
 from dataclasses import dataclass
 
 import pytest
+from construct import ConstructError
 
 from llilc_eh.assembly.body import ClauseKind
 from llilc_eh.assembly.loader import Assembly
@@ -111,6 +112,15 @@ def readobj():
     path = shutil.which("llvm-readobj")
     assert path, "llvm-readobj (Debian package llvm) is required"
     return path
+
+
+def parse_outcome(parse, data: bytes):
+    """What `parse(data)` gives: the value, or a construct error as text (type and message) --
+    so that a compiled parser and its declaration can be compared on damaged inputs."""
+    try:
+        return parse(data)
+    except ConstructError as e:
+        return f"{type(e).__name__}: {e}"
 
 
 def run_readobj(readobj: str, path, *flags: str) -> str:

@@ -9,8 +9,7 @@ import re
 import struct
 
 import pytest
-from conftest import run_readobj
-from construct import ConstructError
+from conftest import parse_outcome, run_readobj
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -307,14 +306,7 @@ def _damaged_objects(sample_compiled):
 def test_the_compiled_object_layout_reads_as_declared(sample_compiled, data):
     """`CoffObject.parse` reads `CoffFile` by its compiled form: same values, same errors."""
     damaged = data.draw(_damaged_objects(sample_compiled))
-
-    def outcome(parse):
-        try:
-            return parse(damaged)
-        except ConstructError as e:
-            return f"{type(e).__name__}: {e}"
-
-    assert outcome(_COMPILED_COFF_FILE) == outcome(structs.CoffFile.parse)
+    assert parse_outcome(_COMPILED_COFF_FILE, damaged) == parse_outcome(structs.CoffFile.parse, damaged)
 
 
 def test_lookups(sample_compiled):

@@ -5,8 +5,7 @@ compiled form of its layout against the declaration, on damaged tables."""
 from __future__ import annotations
 
 import pytest
-from conftest import OPT_LEVELS
-from construct import ConstructError
+from conftest import OPT_LEVELS, parse_outcome
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -209,11 +208,4 @@ def _damaged_tables(draw):
 @given(_damaged_tables())
 def test_the_compiled_table_layout_reads_as_declared(data):
     """`decode_llvm_clr_table` reads `LlvmClrTable` by its compiled form: same values, same errors."""
-
-    def outcome(parse):
-        try:
-            return parse(data)
-        except ConstructError as e:
-            return f"{type(e).__name__}: {e}"
-
-    assert outcome(_COMPILED_TABLE) == outcome(structs.LlvmClrTable.parse)
+    assert parse_outcome(_COMPILED_TABLE, data) == parse_outcome(structs.LlvmClrTable.parse, data)
