@@ -289,11 +289,12 @@ def _damaged_objects(sample_compiled):
     @st.composite
     def damaged(draw):
         data = bytearray(draw(st.sampled_from(objects)))
-        headers = structs.FILE_HEADER_SIZE + structs.SECTION_HEADER_SIZE * data[2]
+        sections = int.from_bytes(data[2:4], "little")     # as written, before any byte is rewritten
+        headers = structs.FILE_HEADER_SIZE + structs.SECTION_HEADER_SIZE * sections
         for at, value in draw(st.lists(st.tuples(st.integers(0, headers - 1), st.integers(0, 255)), max_size=3)):
             data[at] = value
         if draw(st.booleans()):
-            at = structs.FILE_HEADER_SIZE + structs.SECTION_HEADER_SIZE * draw(st.integers(0, data[2] - 1))
+            at = structs.FILE_HEADER_SIZE + structs.SECTION_HEADER_SIZE * draw(st.integers(0, sections - 1))
             data[at + 32:at + 34] = b"\xff\xff"
             data[at + 39] |= structs.IMAGE_SCN_LNK_NRELOC_OVFL >> 24
         return bytes(data[:draw(st.integers(0, len(data)))]) if draw(st.booleans()) else bytes(data)
