@@ -48,7 +48,7 @@ def check_control_flow(tree: RegionTree, instructions, *, method: str | None = N
         # A fall-through edge off the end is build_blocks' to refuse. One to the next
         # instruction (at `end`) in the same region, as most are, needs no check, nor a
         # search for the region of its target.
-        end = ins.offset + ins.size
+        end = ins.end
         if flow.falls_through and end < code_size and (
                 k == last or offsets[k + 1] != end or located[k + 1] is not src):
             _check_edge(tree, ins.offset, src, end, "fall-through", err)
