@@ -1,0 +1,180 @@
+"""`llilc-eh run`: a program on the pinned CoreCLR 3.1.23 with llilc-eh as its alt JIT.
+
+What the driver does, in order:
+  1. builds the C alt JIT if its source changed (build.ensure_built) and copies it into the
+     runtime folder of the cache (CoreCLR 3.1 looks COMPlus_AltJitName up there only);
+  2. writes the program's runtimeconfig (check.toolchain.write_runtimeconfig) and our run
+     config (service.RunConfig: selection, --opt, --clone-finally, the events file);
+  3. runs `dotnet PROGRAM ARGS...` with stdin/stdout/stderr inherited -- the program's output
+     and exit code pass through untouched -- and the environment:
+       COMPlus_AltJit=*  COMPlus_AltJitName=<ours>   every method is offered to us first;
+       COMPlus_gcConservative=1   our GC info reports no slots: the stacks are scanned
+                                  conservatively (said in the summary);
+       COMPlus_TieredCompilation=0   each method is compiled once, at full opt, and stays
+                                  ours (with tiering a hot method would be re-jitted at tier 1
+                                  and offered again);
+       LLILC_EH_*                 where the embedded Python finds the venv and the config;
+  4. reads the events the service appended (one JSON line per selected method) and prints the
+     summary on stderr after the program ended; `--report FILE` gets it as JSON.
+
+Exit status: the program's own, except 2 with --require-all when a selected method was
+declined, 1 when the run could not start (no program, no runtime, no gcc), 130 on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import LlilcEhError
+from .build import ALTJIT_NAME, BuildError, ensure_built, install_into_runtime
+from .service import CONFIG_ENV, RunConfig
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class RunError(LlilcEhError):
+    """`run` could not start the program (missing program, runtime or compiler)."""
+
+    stage = "run"
+
+
+@dataclass
+class RunOutcome:
+    exit_code: int        # the program's (128+N for a signal)
+    report: dict
+
+
+def program_assembly_name(program: Path) -> str:
+    """The program's assembly name from its metadata (the Assembly table), else the file stem."""
+    from ..assembly.loader import Assembly
+    try:
+        pe = Assembly(program).pe
+        table = pe.net.mdtables.Assembly
+        if table is not None and table.rows:
+            return str(table.rows[0].Name)
+    except LlilcEhError as e:
+        raise RunError(f"{program}: {e.reason}", kind="bad-program") from None
+    return program.stem
+
+
+def environment(config_path: Path, events: Path, selection_by_name: bool) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({
+        "COMPlus_AltJit": "*",
+        "COMPlus_AltJitName": ALTJIT_NAME,
+        "COMPlus_gcConservative": "1",
+        "COMPlus_TieredCompilation": "0",
+        "DOTNET_CLI_TELEMETRY_OPTOUT": "1",
+        "DOTNET_NOLOGO": "1",
+        CONFIG_ENV: str(config_path),
+        "LLILC_EH_EVENTS": str(events),     # for the C side's own startup failure
+        "LLILC_EH_PYTHON": sys.executable,
+        "LLILC_EH_REPO": str(REPO_ROOT),
+        "LLILC_EH_ALL_METHODS": "1" if selection_by_name else "0",
+    })
+    return env
+
+
+def read_events(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:      # a line cut short by a crash of the program
+            continue
+    return out
+
+
+def build_report(events: list[dict], config: RunConfig, exit_code: int) -> dict:
+    compiled = [{k: e.get(k) for k in ("method", "token", "code_bytes", "clauses", "funclets", "jit_ms", "opt")}
+                for e in events if e.get("event") == "compiled"]
+    declined = [{"method": e.get("method"), "reason": e.get("reason")}
+                for e in events if e.get("event") == "declined"]
+    # the alt JIT could not start Python: nothing was compiled by us, and that is a failure
+    declined += [{"method": "*", "reason": f"the alt JIT did not start: {e.get('reason')}"}
+                 for e in events if e.get("event") == "startup-failed"]
+    return {"program": config.program, "assembly": config.assembly, "exit_code": exit_code,
+            "selection": config.methods or ["every method with EH of " + config.assembly],
+            "opt": config.opt, "clone_finally": config.clone_finally,
+            "gc": "conservative", "tiered_compilation": False,
+            "compiled": compiled, "declined": declined}
+
+
+def summary(report: dict) -> str:
+    c, d = report["compiled"], report["declined"]
+    lines = [f"llilc-eh run: {len(c)} method(s) compiled by llilc-eh, {len(d)} declined (compiled by RyuJIT); "
+             f"O{report['opt']}{', clone-finally' if report['clone_finally'] else ''}; "
+             "GC conservative (COMPlus_gcConservative=1); tiered compilation off; "
+             f"program exit code {report['exit_code']}"]
+    for m in c:
+        lines.append(f"  compiled  {m['method']}  {m['code_bytes']} bytes, {m['clauses']} clause(s), "
+                     f"{m['funclets']} funclet(s), {m['jit_ms']:.1f} ms")
+    for m in d:
+        lines.append(f"  declined  {m['method']}: {m['reason']}")
+    return "\n".join(lines)
+
+
+def run(program: str | os.PathLike, args: list[str], *, methods: list[str] = (), opt: int = 2,
+        clone_finally: bool = False, damage: str | None = None) -> RunOutcome:
+    from ..assembly.corpus import Corpus
+    from ..check.toolchain import write_runtimeconfig
+
+    program = Path(program).resolve()
+    if not program.is_file():
+        raise RunError(f"{program}: no such program", kind="no-program")
+    corpus = Corpus()
+    dotnet = corpus.dotnet
+    if not dotnet.is_file():
+        raise RunError(f"the CoreCLR host {dotnet} is missing (run tools/bootstrap --corpus)", kind="no-runtime")
+    try:
+        install_into_runtime(corpus.framework_dir, ensure_built())
+    except (BuildError, OSError) as e:
+        raise RunError(f"cannot build or install the alt JIT: {e}", kind="altjit-build") from None
+    write_runtimeconfig(program)
+    with tempfile.TemporaryDirectory(prefix="llilc-eh-run-") as tmp:
+        events = Path(tmp) / "events.jsonl"
+        config = RunConfig(program=str(program), assembly=program_assembly_name(program),
+                           search_dirs=[str(program.parent), str(corpus.framework_dir)],
+                           events=str(events), methods=list(methods), opt=opt,
+                           clone_finally=clone_finally, damage=damage)
+        config_path = Path(tmp) / "config.json"
+        config.dump(config_path)
+        proc = subprocess.Popen([str(dotnet), str(program), *args],
+                                env=environment(config_path, events, bool(methods)))
+        try:
+            code = proc.wait()
+        except KeyboardInterrupt:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            raise
+        code = 128 - code if code < 0 else code
+        return RunOutcome(code, build_report(read_events(events), config, code))
+
+
+def main(args) -> int:
+    """The `run` subcommand (args from cli.py's parser)."""
+    outcome = run(args.program, args.args, methods=args.methods or [], opt=args.opt,
+                  clone_finally=args.clone_finally)
+    sys.stdout.flush()
+    print(summary(outcome.report), file=sys.stderr)
+    if args.report:
+        Path(args.report).write_text(json.dumps(outcome.report, indent=1) + "\n")
+    if args.require_all and outcome.report["declined"]:
+        return 2
+    return outcome.exit_code
+
+
+__all__ = ["RunError", "RunOutcome", "build_report", "environment", "main", "run", "summary"]

@@ -1,0 +1,204 @@
+"""ICorJitInfo through ctypes: the runtime's side of the JIT-EE interface, as Python calls.
+
+Why a binding of our own: the runtime hands `compileMethod` a C++ object (one vtable pointer
+at offset 0, 179 slots in declaration order, `this` first). Slot numbers come from
+`icorjitinfo-3.1.txt` (checked against the shipped libcoreclr.so's vtable), so a wrapper
+names the slot, never a number.
+
+Two kinds of call:
+- plain ctypes calls for slots that only read runtime data structures the runtime already
+  built for this method (names, flags, handles of what is loaded);
+- *trapped* calls for everything that can throw a C++/PAL exception (token resolution, type
+  loads, allocation, helper lookup ...): they go through `llilc_call_trapped` in our C alt JIT,
+  which runs the slot under `runWithErrorTrap` (slot 113). An exception then becomes
+  `JitInfoTrap` here instead of unwinding through Python's and libffi's frames, which the
+  runtime cannot unwind (a crash at best).
+
+Every wrapper is typed; the binding grows into the runtime-backed JIT-EE interface (issue 13
+item 3) by adding wrappers here, the reader never sees ctypes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+from functools import lru_cache
+from pathlib import Path
+
+from .structs import (
+    CORINFO_CONST_LOOKUP,
+    CORINFO_RESOLVED_TOKEN,
+    CORJIT_FLAGS,
+    CorJitFuncKind,
+    InfoAccessType,
+)
+
+SLOT_LIST = Path(__file__).with_name("icorjitinfo-3.1.txt")
+VOID, PTR, U32, U64, I32 = None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int32
+
+
+@lru_cache(maxsize=None)
+def slots() -> dict[str, int]:
+    """ICorJitInfo slot numbers by name, read from the list file (179 of them)."""
+    out, section = {}, None
+    for line in SLOT_LIST.read_text().splitlines():
+        if line.startswith("## "):
+            section = line
+            continue
+        m = re.match(r"\s*(\d+) (\w+)", line)
+        if m and section and section.startswith("## ICorJitInfo"):
+            out[m.group(2)] = int(m.group(1))
+    if len(out) != 179:
+        raise RuntimeError(f"{SLOT_LIST}: {len(out)} ICorJitInfo slots, expected 179")
+    return out
+
+
+class JitInfoTrap(RuntimeError):
+    """The runtime threw inside a JIT-EE call (caught by runWithErrorTrap)."""
+
+
+_TRAMPOLINE = ctypes.CFUNCTYPE(ctypes.c_int, PTR, PTR, ctypes.POINTER(U64), ctypes.c_int,
+                               ctypes.POINTER(U64))
+
+
+def _address(value) -> int:
+    """An int for a ctypes pointer argument (ctypes objects by reference, ints as they are)."""
+    if value is None:
+        return 0
+    if isinstance(value, int):
+        return value
+    return ctypes.addressof(value)
+
+
+class JitInfo:
+    """One ICorJitInfo* (valid during one compileMethod call)."""
+
+    def __init__(self, comp: int, trampoline: int | None):
+        self.comp = comp
+        self._vtable = ctypes.cast(ctypes.c_void_p(comp), ctypes.POINTER(ctypes.POINTER(ctypes.c_void_p)))[0]
+        self._trampoline = _TRAMPOLINE(trampoline) if trampoline else None
+        self._cache: dict = {}
+
+    # -- the two calling routes ---------------------------------------------------------------
+
+    def _slot(self, name: str) -> int:
+        return self._vtable[slots()[name]]
+
+    def call(self, name: str, restype, argtypes: tuple, *args):
+        """A plain call of a slot that cannot throw."""
+        key = (name, restype, argtypes)
+        fn = self._cache.get(key)
+        if fn is None:
+            fn = self._cache[key] = ctypes.CFUNCTYPE(restype, PTR, *argtypes)(self._slot(name))
+        return fn(self.comp, *args)
+
+    def trapped(self, name: str, *args) -> int:
+        """Call a slot under runWithErrorTrap; integer/pointer arguments only; returns RAX."""
+        if self._trampoline is None:
+            raise JitInfoTrap(f"{name}: no trampoline (the alt JIT library did not attach)")
+        values = [self.comp] + [_address(a) & 0xFFFFFFFFFFFFFFFF for a in args]
+        argv = (U64 * 8)(*values)
+        result = U64(0)
+        if not self._trampoline(self.comp, self._slot(name), argv, len(values), ctypes.byref(result)):
+            raise JitInfoTrap(f"the runtime threw in {name}")
+        return result.value
+
+    # -- identity of the method -------------------------------------------------------------
+
+    def jit_flags(self) -> int:
+        flags = CORJIT_FLAGS()
+        self.call("getJitFlags", U32, (ctypes.POINTER(CORJIT_FLAGS), U32), ctypes.byref(flags),
+                  ctypes.sizeof(flags))
+        return flags.corJitFlags
+
+    def method_module(self, ftn: int) -> int:
+        return self.call("getMethodModule", PTR, (PTR,), ftn) or 0
+
+    def module_assembly(self, module: int) -> int:
+        return self.call("getModuleAssembly", PTR, (PTR,), module) or 0
+
+    def assembly_name(self, assembly: int) -> str:
+        raw = self.call("getAssemblyName", ctypes.c_char_p, (PTR,), assembly)
+        return raw.decode("utf-8", "replace") if raw else ""
+
+    def method_def(self, ftn: int) -> int:
+        return self.call("getMethodDefFromMethod", U32, (PTR,), ftn)
+
+    def method_name(self, ftn: int) -> tuple[str, str]:
+        """(class name as the runtime prints it, method name) -- for messages only."""
+        cls = ctypes.c_char_p()
+        name = self.call("getMethodName", ctypes.c_char_p, (ctypes.POINTER(ctypes.c_char_p),), ftn,
+                         ctypes.byref(cls))
+        return ((cls.value or b"").decode("utf-8", "replace"), (name or b"").decode("utf-8", "replace"))
+
+    # -- addresses of what the code uses (trapped: they load types, run resolution) ---------
+
+    def helper_ftn(self, helper: int) -> tuple[int, int]:
+        """(direct address or 0, indirection cell or 0) of a CORINFO_HELP_* helper."""
+        indirect = ctypes.c_void_p(0)
+        direct = self.trapped("getHelperFtn", helper, ctypes.addressof(indirect))
+        return direct, indirect.value or 0
+
+    def resolve_token(self, scope: int, token: int, kind: int, context: int = 0) -> CORINFO_RESOLVED_TOKEN:
+        rt = CORINFO_RESOLVED_TOKEN(tokenContext=context, tokenScope=scope, token=token, tokenType=kind)
+        self.trapped("resolveToken", ctypes.addressof(rt))
+        return rt
+
+    def function_entry_point(self, method: int) -> tuple[InfoAccessType, int]:
+        lookup = CORINFO_CONST_LOOKUP()
+        self.trapped("getFunctionEntryPoint", method, ctypes.addressof(lookup), 0)
+        return InfoAccessType(lookup.accessType), lookup.addr or 0
+
+    def string_literal(self, module: int, token: int) -> tuple[InfoAccessType, int]:
+        value = ctypes.c_void_p(0)
+        kind = self.trapped("constructStringLiteral", module, token, ctypes.addressof(value)) & 0xFFFFFFFF
+        return InfoAccessType(kind), value.value or 0
+
+    def embed_class_handle(self, cls: int) -> tuple[int, int]:
+        indirect = ctypes.c_void_p(0)
+        handle = self.trapped("embedClassHandle", cls, ctypes.addressof(indirect))
+        return handle, indirect.value or 0
+
+    def field_address(self, field: int) -> tuple[int, int]:
+        indirect = ctypes.c_void_p(0)
+        addr = self.trapped("getFieldAddress", field, ctypes.addressof(indirect))
+        return addr, indirect.value or 0
+
+    def init_class(self, field: int, method: int, context: int) -> int:
+        return self.trapped("initClass", field, method, context, 0) & 0xFFFFFFFF
+
+    # -- reporting the code (trapped: allocation can fail with an OOM exception) ------------
+
+    def reserve_unwind_info(self, is_funclet: bool, size: int) -> None:
+        self.trapped("reserveUnwindInfo", int(is_funclet), 0, size)
+
+    def alloc_mem(self, code_size: int, rodata_size: int, eh_count: int, align16: bool = True) -> tuple[int, int]:
+        hot, cold, ro = ctypes.c_void_p(0), ctypes.c_void_p(0), ctypes.c_void_p(0)
+        flag = (1 if align16 else 0) | (2 if rodata_size else 0)
+        self.trapped("allocMem", code_size, 0, rodata_size, eh_count, flag, ctypes.addressof(hot),
+                     ctypes.addressof(cold), ctypes.addressof(ro))
+        return hot.value or 0, ro.value or 0
+
+    def alloc_unwind_info(self, code: int, start: int, end: int, unwind: bytes, kind: CorJitFuncKind) -> None:
+        buf = ctypes.create_string_buffer(unwind, len(unwind))
+        self.trapped("allocUnwindInfo", code, 0, start, end, len(unwind), ctypes.addressof(buf), int(kind))
+
+    def alloc_gc_info(self, data: bytes) -> int:
+        addr = self.trapped("allocGCInfo", len(data))
+        if not addr:
+            raise JitInfoTrap("allocGCInfo returned NULL")
+        ctypes.memmove(addr, data, len(data))
+        return addr
+
+    def set_eh_count(self, count: int) -> None:
+        self.trapped("setEHcount", count)
+
+    def set_eh_info(self, index: int, clause: bytes) -> None:
+        buf = ctypes.create_string_buffer(clause, len(clause))
+        self.trapped("setEHinfo", index, ctypes.addressof(buf))
+
+    def record_relocation(self, location: int, target: int, reloc_type: int, addl_delta: int = 0) -> None:
+        self.trapped("recordRelocation", location, target, reloc_type, 0, addl_delta & 0xFFFFFFFF)
+
+
+__all__ = ["JitInfo", "JitInfoTrap", "slots"]

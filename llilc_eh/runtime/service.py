@@ -1,0 +1,218 @@
+"""The compile service: what runs behind the C alt JIT's `compileMethod`, inside dotnet.
+
+One call per method the runtime offers us (altjit.c already declined the methods without EH
+unless a selection by name is on). The service
+  1. identifies the method: its module's assembly name and MethodDef token, asked of the
+     runtime (getMethodModule, getModuleAssembly, getAssemblyName, getMethodDefFromMethod);
+     IL stubs (CORJIT_FLAG_IL_STUB via getJitFlags), dynamic methods (no MethodDef) and modules
+     with no file in the program's or the framework's folder are declined;
+  2. decides whether it is selected: by default every method with EH of the program's own
+     assembly; with `--methods GLOB` every method whose `Ns.Type::Name` matches;
+  3. runs our Pipeline on (file, token) for the linux-x64 target in this process, with LLVM
+     in a worker process (the CodegenPool spawns `sys.executable`, which the alt JIT set to the
+     venv's python when it started the interpreter);
+  4. installs the result through ICorJitInfo (llilc_eh.runtime.install) and returns CORJIT_OK,
+     or records a decline with the reason and returns CORJIT_SKIPPED (RyuJIT compiles it).
+
+Nothing escapes: every exception, LLVM aborts included (they kill a worker, not us), becomes a
+decline. Every selected method ends up as one event line in the events file (JSON lines,
+appended and flushed one by one, so a crash of the program loses nothing already decided);
+`llilc-eh run` turns the events into the report and the summary.
+
+Compiles are serialised by one re-entrant lock: the pipeline's caches are not thread-safe,
+and the runtime may call compileMethod from several threads (the GIL alone is released while
+we wait for the LLVM worker).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .jitinfo import JitInfo
+from .structs import (
+    CORINFO_METHOD_INFO,
+    CORJIT_FLAG_CALL_GETJITFLAGS,
+    CORJIT_FLAG_IL_STUB,
+    CORJIT_OK,
+    CORJIT_SKIPPED,
+)
+
+CONFIG_ENV = "LLILC_EH_RUN_CONFIG"
+
+
+@dataclass
+class RunConfig:
+    """What `llilc-eh run` asks for (written by the driver as JSON, named by CONFIG_ENV)."""
+
+    program: str                       # the program's path
+    assembly: str                      # its assembly name (the default selection)
+    search_dirs: list[str]             # where assembly files are looked up, in order
+    events: str                        # the events file (JSON lines)
+    methods: list[str] = field(default_factory=list)    # globs on Ns.Type::Name
+    opt: int = 2
+    clone_finally: bool = False
+    damage: str | None = None          # a negative control (see install.DAMAGES), tests only
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> RunConfig:
+        return cls(**json.loads(Path(path).read_text()))
+
+    def dump(self, path: str | os.PathLike) -> None:
+        Path(path).write_text(json.dumps(self.__dict__, indent=1, sort_keys=True) + "\n")
+
+
+class Declined(Exception):
+    """This method is left to RyuJIT, for the reason given."""
+
+
+class NotSelected(Exception):
+    """Not a method of the selection: skipped without a record."""
+
+
+class Service:
+    def __init__(self, config: RunConfig, trampoline: int | None):
+        self.config = config
+        self.trampoline = trampoline
+        self.lock = threading.RLock()
+        self._events_lock = threading.Lock()
+        self._assemblies: dict[str, object] = {}     # file -> Assembly
+        self._pipelines: dict[str, object] = {}      # file -> Pipeline
+        self._pool = None
+        self._files: dict[str, Path | None] = {}
+
+    # -- events -----------------------------------------------------------------------------
+
+    def record(self, event: dict) -> None:
+        line = json.dumps(event, sort_keys=True) + "\n"
+        with self._events_lock, open(self.config.events, "a", encoding="utf-8") as f:
+            f.write(line)
+            f.flush()
+
+    # -- one method -------------------------------------------------------------------------
+
+    def compile(self, comp: int, info_ptr: int, flags: int, entry_ptr: int, size_ptr: int) -> int:
+        started = time.perf_counter()
+        jit = JitInfo(comp, self.trampoline)
+        info = CORINFO_METHOD_INFO.from_address(info_ptr)
+        name = None
+        try:
+            with self.lock:
+                name, asm_name, token = self._identify(jit, info, flags)
+                from .install import compile_and_install
+                result = compile_and_install(self, jit, info, asm_name, token, name, entry_ptr, size_ptr)
+        except NotSelected:
+            return CORJIT_SKIPPED
+        except Declined as e:
+            self.record({"event": "declined", "method": name or self._runtime_name(jit, info),
+                         "reason": str(e)})
+            return CORJIT_SKIPPED
+        except BaseException as e:     # noqa: BLE001 -- anything at all is one method's decline
+            reason = f"internal error: {type(e).__name__}: {e}"
+            self.record({"event": "declined", "method": name or self._runtime_name(jit, info),
+                         "reason": reason, "traceback": traceback.format_exc(limit=8)})
+            return CORJIT_SKIPPED
+        result["jit_ms"] = round((time.perf_counter() - started) * 1000, 3)
+        self.record({"event": "compiled", **result})
+        return CORJIT_OK
+
+    @staticmethod
+    def _runtime_name(jit: JitInfo, info) -> str:
+        try:
+            cls, meth = jit.method_name(info.ftn)
+            return f"{cls}::{meth}"
+        except Exception:   # noqa: BLE001 -- a name for a message only
+            return f"<method handle 0x{info.ftn or 0:x}>"
+
+    def _identify(self, jit: JitInfo, info, flags: int) -> tuple[str, str, int]:
+        """(Ns.Type::Name, assembly name, MethodDef token) of a selected method; NotSelected or
+        Declined otherwise."""
+        assembly = jit.assembly_name(jit.module_assembly(jit.method_module(info.ftn)))
+        globs = self.config.methods
+        if not globs and (assembly != self.config.assembly or info.EHcount == 0):
+            raise NotSelected
+        if flags == CORJIT_FLAG_CALL_GETJITFLAGS:
+            flags = jit.jit_flags()
+        runtime_name = self._runtime_name(jit, info)
+        if flags & (1 << CORJIT_FLAG_IL_STUB):
+            self._declined_if_selected(runtime_name, "IL stub (no IL of its own in a file)")
+        token = jit.method_def(info.ftn)
+        if token >> 24 != 0x06 or token & 0xFFFFFF == 0:
+            self._declined_if_selected(runtime_name, "dynamic method (no MethodDef token)")
+        path = self.file_of(assembly)
+        if path is None:
+            self._declined_if_selected(runtime_name, f"assembly {assembly!r} has no file in "
+                                       + ", ".join(self.config.search_dirs))
+        asm = self.assembly(path)
+        name = asm.method(token & 0xFFFFFF).name
+        if globs and not any(fnmatch.fnmatchcase(name, g) or fnmatch.fnmatchcase(runtime_name, g)
+                             for g in globs):
+            raise NotSelected
+        return name, assembly, token
+
+    def _declined_if_selected(self, runtime_name: str, reason: str):
+        globs = self.config.methods
+        if globs and not any(fnmatch.fnmatchcase(runtime_name, g) for g in globs):
+            raise NotSelected
+        raise Declined(reason)
+
+    # -- resources shared across methods ----------------------------------------------------
+
+    def file_of(self, assembly: str) -> Path | None:
+        if assembly not in self._files:
+            found = None
+            for d in self.config.search_dirs:
+                for ext in (".dll", ".exe"):
+                    p = Path(d) / (assembly + ext)
+                    if p.is_file():
+                        found = p
+                        break
+                if found:
+                    break
+            self._files[assembly] = found
+        return self._files[assembly]
+
+    def assembly(self, path: Path):
+        from ..assembly.loader import Assembly
+        key = str(path)
+        if key not in self._assemblies:
+            self._assemblies[key] = Assembly(path)
+        return self._assemblies[key]
+
+    def pool(self):
+        if self._pool is None:
+            from ..backend.codegen import CodegenPool
+            self._pool = CodegenPool(1)
+        return self._pool
+
+
+_SERVICE: Service | None = None
+_TRAMPOLINE: int | None = None
+
+
+def attach(trampoline: int) -> None:
+    """Called once by altjit.c after importing us: the address of llilc_call_trapped."""
+    global _SERVICE, _TRAMPOLINE
+    _TRAMPOLINE = trampoline
+    from ..batch import tune_gc
+    tune_gc()
+    _SERVICE = Service(RunConfig.load(os.environ[CONFIG_ENV]), trampoline)
+
+
+def compile_method(comp: int, info: int, flags: int, entry: int, size: int) -> int:
+    """altjit.c's compileMethod, past the fast decline. Never raises."""
+    try:
+        if _SERVICE is None:
+            return CORJIT_SKIPPED
+        return _SERVICE.compile(comp, info, flags, entry, size)
+    except BaseException:   # noqa: BLE001 -- the runtime must never see a Python exception
+        return CORJIT_SKIPPED
+
+
+__all__ = ["CONFIG_ENV", "RunConfig", "Service", "attach", "compile_method"]

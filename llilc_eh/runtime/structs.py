@@ -1,0 +1,88 @@
+"""The CoreCLR 3.1 JIT-EE structures the runtime stage reads and writes in live memory.
+
+Declared once, as ctypes structures: these are not bytes we parse or build but objects the
+runtime hands us by pointer (CORINFO_METHOD_INFO) or fills through a pointer we pass
+(CORINFO_RESOLVED_TOKEN, CORINFO_CONST_LOOKUP, CORJIT_FLAGS), so the declaration has to be
+one ctypes can point at. Layouts from dotnet/coreclr v3.1.23 src/inc/corinfo.h,
+corjit.h, corjitflags.h (Linux x64: ULONG and DWORD are 32-bit, handles 64-bit). The EH
+clause table keeps its construct declaration (llilc_eh.clauses.structs): `setEHinfo` is given
+a pointer into the encoded table.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+
+c_handle = ctypes.c_void_p
+
+
+class CORINFO_METHOD_INFO(ctypes.Structure):
+    """The head of CORINFO_METHOD_INFO (the two CORINFO_SIG_INFO members that follow are not
+    read here: the reader takes signatures from metadata)."""
+    _fields_ = [
+        ("ftn", c_handle),            # CORINFO_METHOD_HANDLE
+        ("scope", c_handle),          # CORINFO_MODULE_HANDLE
+        ("ILCode", ctypes.c_void_p),
+        ("ILCodeSize", ctypes.c_uint32),
+        ("maxStack", ctypes.c_uint32),
+        ("EHcount", ctypes.c_uint32),
+        ("options", ctypes.c_uint32),
+        ("regionKind", ctypes.c_uint32),
+    ]
+
+
+class CORINFO_RESOLVED_TOKEN(ctypes.Structure):
+    _fields_ = [
+        ("tokenContext", c_handle),
+        ("tokenScope", c_handle),
+        ("token", ctypes.c_uint32),
+        ("tokenType", ctypes.c_uint32),
+        ("hClass", c_handle),
+        ("hMethod", c_handle),
+        ("hField", c_handle),
+        ("pTypeSpec", ctypes.c_void_p),
+        ("cbTypeSpec", ctypes.c_uint32),
+        ("pMethodSpec", ctypes.c_void_p),
+        ("cbMethodSpec", ctypes.c_uint32),
+    ]
+
+
+class CORINFO_CONST_LOOKUP(ctypes.Structure):
+    _fields_ = [("accessType", ctypes.c_uint32), ("addr", ctypes.c_void_p)]
+
+
+class CORJIT_FLAGS(ctypes.Structure):
+    _fields_ = [("corJitFlags", ctypes.c_uint64)]
+
+
+class InfoAccessType(enum.IntEnum):
+    IAT_VALUE = 0
+    IAT_PVALUE = 1
+    IAT_PPVALUE = 2
+    IAT_RELPVALUE = 3
+
+
+class CorJitFuncKind(enum.IntEnum):
+    ROOT = 0
+    HANDLER = 1
+    FILTER = 2
+
+
+class CorInfoTokenKind(enum.IntEnum):
+    Class = 0x01
+    Method = 0x02
+    Field = 0x04
+    Ldtoken = 0x17
+    Casting = 0x21
+    NewObj = 0x202
+
+
+CORJIT_OK = 0
+CORJIT_SKIPPED = 0x80000004
+CORJIT_FLAG_CALL_GETJITFLAGS = 0xFFFFFFFF
+CORJIT_FLAG_IL_STUB = 27          # bit number in CORJIT_FLAGS (corjitflags.h)
+
+CORINFO_EH_CLAUSE_SIZE = 24
+
+__all__ = [n for n in dir() if n.isupper() or n.startswith(("CORINFO", "CORJIT", "Cor", "Info"))]
