@@ -12,6 +12,8 @@ from __future__ import annotations
 import bisect
 import contextlib
 import logging
+import os
+import stat
 import struct
 from dataclasses import dataclass
 from functools import cached_property
@@ -19,10 +21,12 @@ from pathlib import Path
 
 import dnfile
 import pefile
+from construct import ConstructError
 
 from ..errors import AssemblyError
 from .body import MethodBody, parse_body
 from .names import MetadataNames
+from .structs import DosHeader, PeSignature
 
 METHODDEF_TABLE = 0x06
 COM_DESCRIPTOR = 14  # IMAGE_DIRECTORY_ENTRY_COM_DESCRIPTOR
@@ -50,16 +54,37 @@ class MethodRef:
         return f"0x{self.token:08X} {self.signature}"
 
 
+def read_image(path: Path) -> bytes:
+    """A file's bytes once it is known to be a regular file that starts as a PE image: a FIFO
+    or a device named x.dll would block or never end a whole read (opened non-blocking to
+    ask), and a large file that is no image is refused after its first bytes."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as e:
+        raise AssemblyError(f"{path}: cannot read: {e.strerror}", kind="unreadable-file") from None
+    with os.fdopen(fd, "rb") as f:
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise AssemblyError(f"{path}: not a regular file", kind="unreadable-file")
+            try:
+                dos = DosHeader.parse(f.read(DosHeader.sizeof()))
+                f.seek(dos.e_lfanew)
+                PeSignature.parse(f.read(PeSignature.sizeof()))
+            except ConstructError:
+                raise AssemblyError(f"{path}: not a PE image (no MZ header or no PE signature where it "
+                                    "points)", kind="bad-pe") from None
+            f.seek(0)
+            return f.read()
+        except OSError as e:
+            raise AssemblyError(f"{path}: cannot read: {e.strerror}", kind="unreadable-file") from None
+
+
 class Assembly:
     """A .NET assembly on disk, opened lazily."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        try:
-            data = self.path.read_bytes()
-        except OSError as e:
-            raise AssemblyError(f"{self.path}: cannot read: {e.strerror}", kind="unreadable-file") from None
-        self.data = data
+        self.data = data = read_image(self.path)
         with _dnfile_warnings() as warnings:
             try:
                 pe = dnfile.dnPE(data=data, fast_load=True, clr_lazy_load=True)

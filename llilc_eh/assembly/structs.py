@@ -85,6 +85,16 @@ CorInfoEHClause = Struct(
     "class_token_or_filter_offset" / Int32ul,
 )
 
+# PE/COFF 3.1-3.2 (ECMA-335 II.25.2.1): an image opens with the MS-DOS header, of which a reader
+# needs the "MZ" magic and e_lfanew, the file offset of the 4-byte "PE\0\0" signature. Checked on
+# the first bytes before a file is read whole (`loader.read_image`).
+DosHeader = Struct(
+    "e_magic" / Const(b"MZ"),
+    Padding(0x3A),
+    "e_lfanew" / Int32ul,
+)
+PeSignature = Const(b"PE\0\0")
+
 
 def bulk_format(layout: Struct) -> str:
     """The `struct` format of a fixed-size layout, for reading records of it in bulk: a
