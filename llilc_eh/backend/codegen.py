@@ -590,11 +590,18 @@ def compile_module(ir_text: str, opt: int = 0, *, timeout: float = DEFAULT_TIMEO
 
 
 def object_symbol(llvm_global: str) -> str:
-    """The COFF symbol name of an LLVM global as the reader spells it (`@name`,
-    `@"quoted\\22name"`): LLVM's `\\XX` escapes decoded, no prefix (x64 COFF adds none)."""
+    """The COFF symbol name of an LLVM global as the reader or LLVM spells it (`@name`,
+    `@"quoted\\22name"`): read as LLVM's lexer reads it (UnEscapeLexed: `\\\\` is one
+    backslash, `\\XX` one byte, the bytes UTF-8), no prefix (x64 COFF adds none)."""
     name = llvm_global.removeprefix("@")
     if len(name) >= 2 and name[0] == name[-1] == '"':
-        raw = re.sub(rb"\\([0-9A-Fa-f]{2})", lambda m: bytes([int(m.group(1), 16)]),
-                     name[1:-1].encode("utf-8"))
+        raw = _LEXED_ESCAPE.sub(_unescape, name[1:-1].encode("utf-8", "surrogatepass"))
         name = raw.decode("utf-8", "surrogateescape")
     return name.removeprefix("\x01")
+
+
+_LEXED_ESCAPE = re.compile(rb"\\(\\|[0-9A-Fa-f]{2})")
+
+
+def _unescape(m: re.Match) -> bytes:
+    return b"\\" if m.group(1) == b"\\" else bytes([int(m.group(1), 16)])

@@ -232,8 +232,10 @@ _ASSIGNMENT = re.compile(r"[^\s=]+\s*=")
 
 
 def _unquote(name: str) -> str:
+    """A symbol of the assembly text: MCSymbol::print quotes a name with `\\n`, `\\"` and
+    `\\\\` escaped and every other byte (UTF-8 included) as it is."""
     if len(name) >= 2 and name[0] == name[-1] == '"':
-        return re.sub(r"\\(.)", r"\1", name[1:-1])
+        return re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), name[1:-1])
     return name
 
 

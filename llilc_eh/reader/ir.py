@@ -8,6 +8,7 @@ counters in creation order, so the same IL gives byte-identical IR.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 
@@ -73,11 +74,31 @@ class Function:
         return "\n".join(out)
 
 
+# The names LLVM prints unquoted (AsmWriter: no leading digit, only ASCII letters, digits, `-`,
+# `.` and `_`; its lexer would also take `$`): `str.isalnum` is true of any Unicode letter or digit.
+_UNQUOTED = re.compile(r"[-A-Za-z._][-A-Za-z0-9._]*\Z")
+# What a quoted name may hold as it is: printable ASCII but `"` and `\\` (LLVM's `isPrint`).
+_NEEDS_ESCAPE = re.compile(r'[^\x20\x21\x23-\x5B\x5D-\x7E]')
+# Each byte as LLVM's printEscapedString writes it: `\\` doubled, other printable ASCII but `"`
+# as it is, any other byte `\\XX`.
+_BYTE_SPELLING = tuple("\\\\" if b == 0x5C else chr(b) if 0x20 <= b <= 0x7E and b != 0x22 else f"\\{b:02X}"
+                       for b in range(256))
+
+
 def quote_global(name: str) -> str:
-    """`@"name"` with LLVM's escapes for `"` and `\\`; plain `@name` when it needs none."""
-    if name.replace("_", "a").replace(".", "a").replace("$", "a").isalnum() and not name[0].isdigit():
+    """`name` as an LLVM global, spelled as LLVM itself prints it: plain `@name` when LLVM prints
+    it unquoted, else `@"..."` with every byte of its UTF-8 outside printable ASCII, and
+    `"`, written `\\XX` (uppercase hex), and `\\` doubled.
+
+    LLVM names are byte strings and its lexer reads `\\XX` as one byte (UnEscapeLexed), so the
+    escapes are of UTF-8 *bytes*: one per code point (the old spelling) made `Ç` a lone 0xC7
+    and `Ω` (`\\3A9`) the bytes `:9`. Distinct names give distinct spellings (a `\\` is always
+    the start of an escape, so reading back is unambiguous) and LLVM reads back exactly `name`. Metadata
+    names hold no lone surrogates (#Strings is decoded with replacement); one from elsewhere is
+    written as its three bytes rather than raising here."""
+    if _UNQUOTED.match(name):
         return f"@{name}"
-    if name.isascii() and name.isprintable() and '"' not in name and "\\" not in name:
-        return f'@"{name}"'   # nothing to escape: most names (skips the escape a character at a time)
-    escaped = "".join(f"\\{ord(ch):02X}" if ch in '"\\' or not 32 <= ord(ch) < 127 else ch for ch in name)
+    if not _NEEDS_ESCAPE.search(name):
+        return f'@"{name}"'   # nothing to escape: most names (skips the escape a byte at a time)
+    escaped = "".join(_BYTE_SPELLING[b] for b in name.encode("utf-8", "surrogatepass"))
     return f'@"{escaped}"'
