@@ -210,7 +210,9 @@ class Pipeline:
             run.coff = CoffObject.parse(result.obj)
             run.recovered = recover(run.coff, result.asm)
             clock.lap("recover")
-            run.image = link_final_image(run.recovered, run.coff, run.model, run.reader.parent)
+            run.image = link_final_image(run.recovered, run.coff, run.model, run.reader.parent,
+                                         target=self.options.target,
+                                         cells={s for s, e in run.reader.externals.items() if e.cell})
             if self.verify_image:
                 run.image_findings = run.image.verify()
             clock.lap("image")

@@ -99,7 +99,8 @@ The CLR calls every funclet with the establisher frame -- the parent's Initial-S
 -- and the PSPSym lies at the same offset from the Initial-SP in the main body and in every
 funclet; LLVM's CoreCLR prologs show both: the main body stores `mov [rsp + D], rsp`
 right after its prolog, every funclet does `mov rcx, [rcx + D]`, `mov [rsp + D], rcx`,
-`lea rbp, [rcx + F]`. So psp_slot_offset = D, read from the parent's code after
+`lea rbp, [rcx + F]` (`mov rbp, rcx` when F = 0, as with the SysV convention's smaller
+frames). So psp_slot_offset = D, read from the parent's code after
 `SizeOfProlog`; fp_offset = F = the parent's frame pointer minus its Initial-SP: the
 UNWIND_INFO's SET_FPREG offset plus whatever the prolog allocates or pushes after it.
 Both are cross-checked against every funclet prolog. The filter code uses them as
@@ -136,6 +137,7 @@ Errors: `BackendError` kinds `funclet-match`, `relink`, `funclet-split`, `frame-
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import struct
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -147,6 +149,7 @@ from capstone import x86 as cs_x86
 from ..assembly.native import CodeRange
 from ..errors import BackendError, LlilcEhError
 from ..funclets.model import FuncletKind, FuncletModel
+from ..target import DEFAULT_TARGET, Target
 from ..unwind import (
     RuntimeFunction,
     UnwindInfo,
@@ -212,6 +215,7 @@ class PlacedRange:
     unwind_synthesized: bool = False  # a frameless leaf LLVM gave no .pdata: an empty one
     segments: tuple[Segment, ...] = ()  # what the range is made of, in order (usually the
                                         # whole source; see `_stray_tails`)
+    entry_thunk: bytes = b""         # the target's funclet entry thunk, at `begin`, before the segments
 
     @property
     def begin(self) -> int:
@@ -230,6 +234,8 @@ class PlacedRange:
             f"prolog {self.unwind.prolog_size}, {len(self.unwind.codes)} codes"
         line = (f"[{self.begin:#06x}, {self.end:#06x})  {self.kind.value:<14} funclet {self.funclet:<3} "
                 f"from .text [{self.source.start:#06x}, {self.source.end:#06x})  {unwind}  {self.function}")
+        if self.entry_thunk:
+            line += f"\n      entry thunk {self.entry_thunk.hex(' ')} at {self.begin:#06x}"
         if len(self.segments) > 1 or self.segments and self.segments[0].source != self.source:
             line += "".join(f"\n      segment {s}" for s in self.segments)
         return line
@@ -301,6 +307,7 @@ class _Source:
     rodata_targets: dict             # symbol name (data section) -> image offset of its section + value
     jump_tables: tuple               # (final entry offset, final table offset, original .text target)
     decoded: dict                    # object function -> its instructions, as the link decoded them
+    cells: dict = field(default_factory=dict)   # cell symbol -> final offset of its 8-byte slot
 
 
 @dataclass(frozen=True)
@@ -326,6 +333,8 @@ class FinalImage:
     pad_identities: bool = True                  # every object funclet carried its pad marker
     merged: tuple[tuple[int, tuple[int, ...]], ...] = ()  # (funclet, absent cleanups LLVM merged into its code)
     _source: _Source | None = field(default=None, repr=False, compare=False)
+    cells: tuple[tuple[int, str], ...] = ()      # (final offset, symbol): 8-byte data cells in the read-only data
+    target: str = DEFAULT_TARGET.name            # whose code (llilc_eh.target)
 
     # -- questions --------------------------------------------------------------------------
 
@@ -423,9 +432,12 @@ class FinalImage:
 # The driver
 
 
-def link_final_image(recovered: RecoveredCode, coff: CoffObject, model: FuncletModel, parent: str) -> FinalImage:
+def link_final_image(recovered: RecoveredCode, coff: CoffObject, model: FuncletModel, parent: str, *,
+                     target: Target = DEFAULT_TARGET, cells: frozenset[str] | set[str] = frozenset()) -> FinalImage:
     """The final image of `parent` (its object symbol, or its LLVM name `@"..."`) from the
-    recovered object, in the order of `model.layout`."""
+    recovered object, in the order of `model.layout`, for `target` (its funclet entry thunk
+    starts every handler range); `cells`: the external symbols that are 8-byte data cells
+    (the reader's `External.cell`), placed in the read-only data (see "Targets" above)."""
     parent = object_symbol(parent) if parent.startswith("@") else parent
     if object_symbol(model.parent) != parent:
         raise _error(f"the model is of {model.parent}, not {parent}", "funclet-match").with_method(parent)
@@ -435,23 +447,30 @@ def link_final_image(recovered: RecoveredCode, coff: CoffObject, model: FuncletM
         placed = [recovered.function(name) for name in dict.fromkeys(match.code.values())]
         decoded = {f.name: _decode(_md(), text, f.start, f.end, f.name) for f in placed}
         tails = _stray_tails([f for f in placed if f.name == parent or f.is_funclet], decoded)
-        pieces = _lay_out(recovered, coff, model, match, tails)
+        pieces = _lay_out(recovered, coff, model, match, tails, target.funclet_entry_thunk)
         code = _copy(coff, pieces)
         rodata, rodata_offset, rodata_places = _place_read_only_data(coff, len(code))
+        rodata, cell_places, cell_relocations = _place_cells(coff, pieces, cells, rodata, rodata_offset)
         constants = _frame_constants_if_needed(recovered, coff, parent, pieces)
         fixups, relocations, source = _fix_references(coff, parent, pieces, code, constants,
-                                                     rodata_places, decoded)
+                                                     rodata_places, decoded, cell_places)
         rodata, table_fixups, tables, data_relocations = _fix_jump_tables(coff, pieces, rodata, rodata_offset,
                                                                           rodata_places, source)
+        for r in data_relocations:
+            if r.symbol in cells:
+                raise _error(f"the read-only data at {r.offset:#x} holds the address of the cell {r.symbol} "
+                             "(a table of cells): not supported")
         ranges, runtime_functions, unwind_data = _unwind(recovered, model, pieces)
     except BackendError as e:
         raise e.with_method(parent)
     source = _Source(source.text, source.relocations, source.frame_symbols, source.rodata_targets, tables,
-                     decoded)
+                     decoded, cell_places)
     return FinalImage(parent, bytes(code), ranges[0].code_range, ranges, runtime_functions, unwind_data,
-                      constants, tuple(relocations + data_relocations), tuple(fixups + table_fixups), bytes(rodata),
+                      constants, tuple(relocations + data_relocations + cell_relocations),
+                      tuple(fixups + table_fixups), bytes(rodata),
                       rodata_offset, match.absent, match.ambiguous, match.decided_by, match.identities,
-                      match.pads, match.merged, source)
+                      match.pads, match.merged, source,
+                      tuple(sorted((at, name) for name, at in cell_places.items())), target.name)
 
 
 # --------------------------------------------------------------------------------------------
@@ -833,8 +852,9 @@ class _Piece:
     funclet: int
     kind: FuncletKind
     function: CodeFunction           # the function whose symbol starts the range
-    start: int                       # final offset
+    start: int                       # final offset (of the entry thunk, when there is one)
     segments: tuple[Segment, ...]
+    prefix: bytes = b""              # the target's funclet entry thunk, before the segments
 
     @property
     def end(self) -> int:
@@ -858,9 +878,11 @@ class _Piece:
 
 
 def _lay_out(recovered: RecoveredCode, coff: CoffObject, model: FuncletModel, match: FuncletMatch,
-             tails: dict[str, list[tuple[str, int, int]]]) -> list[_Piece]:
+             tails: dict[str, list[tuple[str, int, int]]], thunk: bytes = b"") -> list[_Piece]:
     """Pieces in the model's layout, each at the .text alignment; `tails` moves stray blocks
-    ({receiving function: [(giving function, start, end)]}) to the end of their funclet."""
+    ({receiving function: [(giving function, start, end)]}) to the end of their funclet;
+    `thunk` (the target's funclet entry thunk) goes before the code of every handler funclet
+    -- not the main body, not an outlined filter (our own function, called in our convention)."""
     alignment = coff.section(".text").alignment or 16
     cut = {giver: start for taker in tails.values() for giver, start, _ in taker}
     pieces, cursor = [], 0
@@ -871,11 +893,13 @@ def _lay_out(recovered: RecoveredCode, coff: CoffObject, model: FuncletModel, ma
         fn = recovered.function(name)
         cursor = -(-cursor // alignment) * alignment
         start, segments = cursor, []
+        prefix = thunk if model.funclets[i].kind.is_handler and i != 0 else b""
+        cursor += len(prefix)
         runs = [(name, fn.start, cut.get(name, fn.end))] + list(tails.get(name, ()))
         for owner, begin, end in runs:
             segments.append(Segment(owner, CodeRange(begin, end), cursor))
             cursor += end - begin
-        pieces.append(_Piece(i, model.funclets[i].kind, fn, start, tuple(segments)))
+        pieces.append(_Piece(i, model.funclets[i].kind, fn, start, tuple(segments), prefix))
     if not pieces or pieces[0].funclet != 0:
         raise _error("the model's layout does not start with the main body")
     return pieces
@@ -885,6 +909,7 @@ def _copy(coff: CoffObject, pieces: list[_Piece]) -> bytearray:
     text = coff.section(".text").data
     code = bytearray([PADDING_BYTE]) * (pieces[-1].end if pieces else 0)
     for p in pieces:
+        code[p.start:p.start + len(p.prefix)] = p.prefix
         for s in p.segments:
             code[s.start:s.end] = text[s.source.start:s.source.end]
     return code
@@ -1052,6 +1077,9 @@ def read_frame_constants(recovered: RecoveredCode, coff: CoffObject, parent: str
             elif insn.id == cs_x86.X86_INS_LEA and _is_reg(ops[0], cs_x86.X86_REG_RBP) \
                     and _is_mem(ops[1], cs_x86.X86_REG_RCX):
                 frames.append(ops[1].mem.disp)
+            elif insn.id == cs_x86.X86_INS_MOV and _is_reg(ops[0], cs_x86.X86_REG_RBP) \
+                    and _is_reg(ops[1], cs_x86.X86_REG_RCX):
+                frames.append(0)    # `mov rbp, rcx`: LLVM's form of a zero frame offset (seen with SysV)
         if loads != [psp] or copies != [psp] or frames != [fp_offset]:
             raise _error(f"funclet {f.name} prolog: PSPSym load {loads}, copy {copies}, frame {frames}; "
                          f"the parent says {psp} and {fp_offset}", "frame-constants")
@@ -1094,6 +1122,34 @@ def _place_read_only_data(coff: CoffObject, code_end: int) -> tuple[bytearray, i
         places[s.number] = origin + at
         blob += s.data
     return blob, origin, places
+
+
+CELL_SIZE = 8
+
+
+def _place_cells(coff: CoffObject, pieces: list[_Piece], cells, rodata: bytearray,
+                 rodata_offset: int) -> tuple[bytearray, dict[str, int], list[ImageRelocation]]:
+    """One 8-byte slot, zero, per cell symbol the placed code references, after the
+    read-only data (8-aligned, in the order of first reference); each slot is an ADDR64
+    image relocation against its symbol: the installer writes the runtime's value there."""
+    if not cells:
+        return rodata, {}, []
+    text = coff.section(".text")
+    used: dict[str, None] = {}
+    for reloc in sorted(text.relocations, key=lambda r: r.offset):
+        symbol = coff.symbol_at_index(reloc.symbol_index)
+        if not symbol.is_defined and symbol.name in cells and any(p.holds(reloc.offset) for p in pieces):
+            used[symbol.name] = None
+    if not used:
+        return rodata, {}, []
+    blob = bytearray(rodata)
+    blob += bytes(-(rodata_offset + len(blob)) % CELL_SIZE)
+    places, relocations = {}, []
+    for name in used:
+        places[name] = rodata_offset + len(blob)
+        relocations.append(ImageRelocation(places[name], RelocationType.ADDR64, name, 0))
+        blob += bytes(CELL_SIZE)
+    return blob, places, relocations
 
 
 def _inline(data: bytes, offset: int, rtype) -> int:
@@ -1197,11 +1253,12 @@ def _put(code: bytearray, at: int, size: int, value: int, what: str) -> None:
     code[at:at + size] = value.to_bytes(size, "little", signed=True)
 
 
-def _fix_references(coff, parent, pieces, code, constants, rodata_places, decoded):
+def _fix_references(coff, parent, pieces, code, constants, rodata_places, decoded, cell_places=None):
     text = coff.section(".text")
     data = text.data
     frame = {parent + PSP_SLOT_SUFFIX: "psp_slot_offset", parent + FP_OFFSET_SUFFIX: "fp_offset"}
     source = _SourceBuilder(data)
+    cell_places = cell_places or {}
     fixups: list[Fixup] = []
     relocations: list[ImageRelocation] = []
     for reloc in text.relocations:
@@ -1232,6 +1289,14 @@ def _fix_references(coff, parent, pieces, code, constants, rodata_places, decode
                     raise _error(f"{where}: {symbol.name} but no frame constants", "frame-constants")
                 value = getattr(constants, frame[symbol.name]) + inline
                 fixups.append(_patch_frame_constant(code, reloc, insns, p, value, symbol.name))
+            elif symbol.name in cell_places and not symbol.is_defined:
+                if bias is None:
+                    kind = reloc.type.name if isinstance(reloc.type, RelocationType) else hex(reloc.type)
+                    raise _error(f"{where}: {kind} relocation against the cell {symbol.name}: only rip-relative "
+                                 "(REL32) loads of a cell are supported")
+                target = cell_places[symbol.name] + inline
+                _put(code, site, 4, target - (site + 4 + bias), where)
+                fixups.append(Fixup("cell", site, 4, _insn_at(insns, reloc.offset), target, symbol.name))
             elif not symbol.is_defined:
                 relocations.append(ImageRelocation(site, reloc.type, symbol.name, inline))
             elif symbol.section_name == ".text" and bias is not None:
@@ -1362,14 +1427,29 @@ def _unwind(recovered, model, pieces):
             info, synthesized = UnwindInfo(), True
         if info.chained is not None:
             raise _error(f"{fn.name}: chained unwind info is not supported")
-        info = to_clr(info)
+        info = _after_thunk(to_clr(info), len(p.prefix), fn.name)
         ranges.append(PlacedRange(p.funclet, p.kind, fn.name, CodeRange(p.start, p.end), fn.code_range,
-                                  info, synthesized, p.segments))
+                                  info, synthesized, p.segments, p.prefix))
         at = len(blob)
         blob += encode_unwind_info(info)   # (memoised: a few prologs recur)
         blob += bytes(-len(blob) % 4)
         runtime.append(RuntimeFunction(p.start, p.end, at))
     return tuple(ranges), tuple(runtime), bytes(blob)
+
+
+def _after_thunk(info: UnwindInfo, size: int, function: str) -> UnwindInfo:
+    """The UNWIND_INFO of a range that starts with an entry thunk of `size` bytes: the thunk
+    (register moves, no stack change) becomes part of the prolog, so the prolog size and
+    every code offset (measured from the start of the range) grow by `size`."""
+    if not size:
+        return info
+    if info.version != 1:
+        raise _error(f"{function}: UNWIND_INFO version {info.version}: only version 1 can take an entry thunk")
+    if info.prolog_size + size > 0xFF:
+        raise _error(f"{function}: a prolog of {info.prolog_size} bytes plus the {size}-byte entry thunk "
+                     "does not fit SizeOfProlog")
+    codes = tuple(dataclasses.replace(op, code_offset=op.code_offset + size) for op in info.codes)
+    return dataclasses.replace(info, prolog_size=info.prolog_size + size, codes=codes)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1384,14 +1464,18 @@ def _verify(image: FinalImage) -> list[ImageFinding]:
     code = image.code
     md = _md()
     pieces = [_Piece(r.funclet, r.kind, CodeFunction(r.function, "", None, r.source.start, r.source.end,
-                                                     None, None), r.begin, r.segments) for r in image.ranges]
+                                                     None, None), r.begin, r.segments, r.entry_thunk)
+              for r in image.ranges]
     # ranges: in order, disjoint, main body first, made of their segments back to back
     previous = 0
     for n, r in enumerate(image.ranges):
         if (n == 0 and (r.funclet != 0 or r.begin != 0)) or r.begin < previous or r.end > len(code):
             out.append(ImageFinding("range-order", r.begin, f"range of funclet {r.funclet} out of place"))
         starts = [s.start for s in r.segments]
-        if not r.segments or starts[0] != r.begin or r.segments[-1].end != r.end or \
+        if r.entry_thunk and code[r.begin:r.begin + len(r.entry_thunk)] != r.entry_thunk:
+            out.append(ImageFinding("entry-thunk", r.begin, f"range of funclet {r.funclet} does not start with "
+                                    f"its entry thunk {r.entry_thunk.hex(' ')}"))
+        if not r.segments or starts[0] != r.begin + len(r.entry_thunk) or r.segments[-1].end != r.end or \
                 any(a.end != b.start for a, b in zip(r.segments, r.segments[1:])):
             out.append(ImageFinding("range-size", r.begin, f"range of funclet {r.funclet} is not its segments"))
         previous = r.end
@@ -1400,7 +1484,8 @@ def _verify(image: FinalImage) -> list[ImageFinding]:
     for p in pieces:
         try:
             # the final bytes decoded afresh; the object's as the link decoded them
-            final = _decode(md, code, p.start, p.end, f"final range of funclet {p.funclet}", relative=False)
+            final = _decode(md, code, p.start + len(p.prefix), p.end, f"final range of funclet {p.funclet}",
+                            relative=False)
             original = {i.address: i for seg in p.segments for i in _object_instructions(md, src, seg)}
         except BackendError as e:
             out.append(ImageFinding("undecodable", e.offset or p.start, e.reason))
@@ -1488,7 +1573,12 @@ def _check_instruction(image, src, pieces, p, insn: _Insn, old: _Insn, inside: l
         size = 8 if rtype == RelocationType.ADDR64 else 4
         skip.update(range(field_offset - old.address, field_offset - old.address + size))
         bias = _REL32.get(rtype)
-        if name in src.frame_symbols:
+        if name in src.cells and section == "IMAGE_SYM_UNDEFINED":
+            got = site + 4 + (bias or 0) + struct.unpack_from("<i", image.code, site)[0]
+            if bias is None or got != src.cells[name] + inline:
+                out.append(ImageFinding("cell", site, f"{desc}: reaches {got:#x}, the cell of {name} is at "
+                                        f"{src.cells[name]:#x}"))
+        elif name in src.frame_symbols:
             want = getattr(image.filter_constants, src.frame_symbols[name]) + inline
             got = _constant_value(insn, rtype, site)
             if got != want:

@@ -83,6 +83,11 @@ class RuntimeHelper:
         return f"declare {self.ret} @{self.name}({', '.join(self.params)}){attrs}"
 
     @property
+    def prototype(self) -> str:
+        """The LLVM function type, e.g. `ptr (ptr, i64)`."""
+        return f"{self.ret} ({', '.join(self.params)})"
+
+    @property
     def exception(self) -> str | None:
         """The one exception a throw helper raises; None for the others."""
         return self.raises[0] if self.noreturn and len(self.raises) == 1 else None
@@ -176,6 +181,21 @@ _HELPER_LIST = (
     _helper("CORINFO_HELP_DBL2LNG_OVF", "i64", ["double"], "conv.ovf.i8 of a double (JIT_Dbl2LngOvf)", [OVERFLOW]),
     _helper("CORINFO_HELP_DBL2ULNG_OVF", "i64", ["double"], "conv.ovf.u8 of a double (JIT_Dbl2ULngOvf)",
             [OVERFLOW]),
+    # The linux-x64 target's (llilc_eh.target): write barriers, and what LLVM would otherwise
+    # make a C library call in the Win64 convention (memcpy/memset of a variable size, fmod).
+    _helper("CORINFO_HELP_CHECKED_ASSIGN_REF", "void", ["ptr", "ptr"],
+            "store an object reference: (destination, reference), marking the card when the destination "
+            "is in the GC heap (JIT_CheckedWriteBarrier; any address)"),
+    _helper("CORINFO_HELP_ASSIGN_STRUCT", "void", ["ptr", "ptr", "ptr"],
+            "copy a value type holding references: (destination, source, class), with the barriers "
+            "(JIT_StructWriteBarrier: CopyValueClass)"),
+    _helper("CORINFO_HELP_MEMCPY", "void", ["ptr", "ptr", "i64"],
+            "cpblk of a variable size: (destination, source, size) (JIT_MemCpy)", [NULL_REFERENCE]),
+    _helper("CORINFO_HELP_MEMSET", "void", ["ptr", "i32", "i64"],
+            "initblk / zeroing localloc of a variable size: (destination, byte, size) (JIT_MemSet)",
+            [NULL_REFERENCE]),
+    _helper("CORINFO_HELP_DBLREM", "double", ["double", "double"],
+            "rem of F (the reader's float stack values are doubles) (JIT_DblRem)"),
 )
 
 HELPERS: Mapping[str, RuntimeHelper] = MappingProxyType({h.name: h for h in _HELPER_LIST})

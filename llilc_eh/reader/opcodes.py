@@ -27,8 +27,11 @@ by tests/reader/typed_refs_and_blocks.il:
   Overlapping blocks are unspecified (ECMA), so memcpy, not memmove.
 * `cpobj T` copies one value of T: a value type by `llvm.memcpy` of its JIT-EE size, a
   reference type (or a primitive) by a load and a store of its storage type; both
-  addresses are null-checked (NullReferenceException, measured). No GC write barrier: the
-  reader emits none anywhere (stfld/stobj/stind.ref store plainly too).
+  addresses are null-checked (NullReferenceException, measured). Write barriers: none
+  on win-x64 (stfld/stobj/stind.ref store plainly too); on linux-x64 every store that may
+  reach the GC heap -- stfld, stsfld, stind.ref, stobj, cpobj, stelem of a value type --
+  of a reference or of a value type holding one goes through the barrier helpers
+  (`BlockTranslator.store_heap`, llilc_eh.target).
 * A TypedReference is a 16-byte value (`typedref`): the data pointer at
   jitee.TYPEDREF_VALUE_OFFSET and the type handle at jitee.TYPEDREF_TYPE_OFFSET, as the
   JIT-EE lays out CoreLib's `System.TypedReference {ByReference<byte> Value; IntPtr Type}`.
@@ -68,6 +71,7 @@ import re
 
 from ..assembly.signatures import CallKind, ElementType, PrimitiveType
 from ..il.opcodes import OPCODES, Flow, OperandKind
+from .externals import External
 from .helpers import IMPLICIT_CHECKS
 from .jitee import (
     TYPEDREF_SIZE,
@@ -223,24 +227,60 @@ class BlockTranslator:
         storage = info.storage
         self.store(storage, self.narrow(sv, storage), addr)
 
+    def store_heap(self, addr, sv, sig, class_handle):
+        """Store `sv` (of type `sig`) at `addr`, an address that may lie in the GC heap (a
+        field, a static, an array element, any byref). With the target's write barriers
+        (linux-x64), an object reference goes through CORINFO_HELP_CHECKED_ASSIGN_REF(dst, ref)
+        and a value type holding references through CORINFO_HELP_ASSIGN_STRUCT(dst, src,
+        class), `class_handle()` giving the class; storing into a local needs none (locals
+        are stored by `local_access`)."""
+        info = self.tr.ee.type_info(sig)
+        if not self.tr.target.write_barriers or not info.gc or info.stack_kind not in (StackKind.OBJ,
+                                                                                          StackKind.VALUE):
+            self.store_typed(addr, sv, info)
+        elif info.stack_kind is StackKind.OBJ:
+            self.write_barrier(addr, sv)
+        else:
+            self.helper("CORINFO_HELP_ASSIGN_STRUCT", [f"ptr {addr}", f"ptr {sv.op}", f"ptr {class_handle()}"])
+
+    def write_barrier(self, addr, sv):
+        """`*addr = ref` through CORINFO_HELP_CHECKED_ASSIGN_REF (an ordinary call)."""
+        self.helper("CORINFO_HELP_CHECKED_ASSIGN_REF", [f"ptr {addr}", f"ptr {self.narrow(sv, 'ptr')}"])
+
     def memcpy(self, dst, src, size, volatile: bool = False):
-        self.tr.declares["llvm.memcpy"] = "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)"
-        self.emit(f"call void @llvm.memcpy.p0.p0.i64(ptr {dst}, ptr {src}, i64 {size}, "
+        """A copy of a constant `size`. On a target without C library calls (linux-x64) it is
+        `llvm.memcpy.inline`, which LLVM never turns into a call of the C library's memcpy
+        (see llilc_eh.target: such a libcall is in the triple's Win64 convention)."""
+        name = "llvm.memcpy" if self.tr.target.c_library_calls else "llvm.memcpy.inline"
+        self.tr.declares[name] = f"declare void @{name}.p0.p0.i64(ptr, ptr, i64, i1)"
+        self.emit(f"call void @{name}.p0.p0.i64(ptr {dst}, ptr {src}, i64 {size}, "
                   f"i1 {'true' if volatile else 'false'})")
 
     def memset(self, dst, size):
-        self.tr.declares["llvm.memset"] = "declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)"
-        self.emit(f"call void @llvm.memset.p0.i64(ptr {dst}, i8 0, i64 {size}, i1 false)")
+        """Zero a constant `size` (`llvm.memset.inline` on linux-x64, as `memcpy`)."""
+        name = "llvm.memset" if self.tr.target.c_library_calls else "llvm.memset.inline"
+        self.tr.declares[name] = f"declare void @{name}.p0.i64(ptr, i8, i64, i1)"
+        self.emit(f"call void @{name}.p0.i64(ptr {dst}, i8 0, i64 {size}, i1 false)")
 
     def gep(self, base, offset):
         v = self.v("addr")
         self.emit(f"{v} = getelementptr i8, ptr {base}, i64 {offset}")
         return v
 
-    def global_(self, symbol, ty="i8", constant=False):
+    def global_(self, symbol, ty="i8", constant=False, *, kind, token=None):
+        """The address of the external data `symbol` (an External of `kind`). On a target
+        with data cells (linux-x64) the symbol is an 8-byte cell holding that address, which
+        is loaded here; otherwise the symbol is the data itself."""
         g = self.tr.ee.llvm_global(symbol)
-        self.tr.globals[g] = f"{g} = external {'constant' if constant else 'global'} {ty}"
-        return g
+        cell = self.tr.target.data_cells
+        self.tr.externals[symbol] = External(symbol, kind, token, cell=cell)
+        if not cell:
+            self.tr.globals[g] = f"{g} = external {'constant' if constant else 'global'} {ty}"
+            return g
+        self.tr.globals[g] = f"{g} = external global ptr"
+        v = self.v("cell")
+        self.emit(f"{v} = load ptr, ptr {g}")
+        return v
 
     def helper(self, name, args):
         self.block, result = self.tr.helper(self.block, self.ctx, self.region, name, args, self.offset)
@@ -366,6 +406,9 @@ class BlockTranslator:
             return
         ty = _LLVM_OF_KIND[kind]
         v = self.v()
+        if kind == "f" and stem.startswith("rem") and not self.tr.target.c_library_calls:
+            self.push("f", self.helper("CORINFO_HELP_DBLREM", [f"double {x}", f"double {y}"]))   # not fmod
+            return
         if kind == "f":
             self.emit(f"{v} = {_FLOAT_BINOPS[stem.split('.')[0]]} double {x}, {y}")
         elif stem in _INT_BINOPS:
@@ -618,8 +661,13 @@ class BlockTranslator:
     def endfilter(self, ins):
         if self.ctx.kind != "filter":
             raise self.tr.fail("endfilter outside an outlined filter", ins.offset, "endfilter-context")
-        v = self.pop(ins.offset)
-        self.block.terminate(f"ret i32 {self.narrow(v, 'i32')}")
+        v = self.narrow(self.pop(ins.offset), "i32")
+        if self.tr.target.normalize_filter_result:   # the VM runs the handler for exactly 1
+            b, r = self.v("verdict"), self.v()
+            self.emit(f"{b} = icmp ne i32 {v}, 0")
+            self.emit(f"{r} = zext i1 {b} to i32")
+            v = r
+        self.block.terminate(f"ret i32 {v}")
 
     def throw(self, ins):
         obj = self.pop(ins.offset)
@@ -652,11 +700,13 @@ class BlockTranslator:
         virtual = name == "callvirt" and info.is_virtual is not False and this is not None
         callee = tr.ee.llvm_global(info.symbol)
         if virtual:
-            handle = self.global_(info.symbol + "$handle")
+            handle = self.global_(info.symbol + "$handle", kind="method-handle", token=ins.operand)
             callee = self.helper("CORINFO_HELP_VIRTUAL_FUNC_PTR", [f"ptr {this.op}", "ptr null", f"ptr {handle}"])
-        cookie = self.global_(tr.ee.varargs_cookie(ins.operand)) if info.vararg else None
+        cookie = self.global_(tr.ee.varargs_cookie(ins.operand), kind="vasig-cookie", token=ins.operand) \
+            if info.vararg else None
         result = self.emit_call(callee, this, args, info.params, info.return_type, direct=not virtual,
-                                cookie=cookie)
+                                cookie=cookie, external=(info.symbol, "newobj" if name == "newobj" else "direct",
+                                                         ins.operand, info.display))
         if name == "newobj":
             self.stack.append(this if this.kind != "byref" else SV("vt", this.op, this.sig))
         elif result is not None:
@@ -667,17 +717,21 @@ class BlockTranslator:
         target = self.pop(ins.offset)
         args = [self.pop(ins.offset) for _ in sig.params][::-1]
         this = self.pop(ins.offset) if sig.has_this and not sig.explicit_this else None
-        cookie = self.global_(self.tr.ee.varargs_cookie(ins.operand)) if sig.call_kind is CallKind.VARARG else None
+        cookie = self.global_(self.tr.ee.varargs_cookie(ins.operand), kind="vasig-cookie", token=ins.operand) \
+            if sig.call_kind is CallKind.VARARG else None
         result = self.emit_call(self.narrow(target, "ptr"), this, args, sig.params, sig.return_type, direct=False,
                                 cookie=cookie)
         if result is not None:
             self.stack.append(result)
 
-    def emit_call(self, callee, this, args, params, ret_sig, direct, cookie=None):
+    def emit_call(self, callee, this, args, params, ret_sig, direct, cookie=None, external=None):
         """A call (an invoke under a try) in our calling convention: `this`, the hidden return
         buffer of a value-type result, the varargs cookie of a vararg call, then the
-        arguments. Returns the pushed result, if any."""
+        arguments. Returns the pushed result, if any. `external`: (symbol, call kind, token,
+        display) of a direct callee, for the externals table."""
         tr = self.tr
+        tr.check_call_abi(params, ret_sig, cookie is not None, self.offset,
+                          external[3] if external else "an indirect call")
         types, values = [], []
         if this is not None:
             types.append("ptr")
@@ -698,7 +752,10 @@ class BlockTranslator:
         ret_ty = "void" if (ret is None or retbuf) else ret.storage
         param_types = ", ".join(types)
         if direct:
-            tr.declares[callee] = f"declare {ret_ty} {callee}({param_types})"
+            tr.declares[callee] = tr.target.declare(f"declare {ret_ty} {callee}({param_types})")
+            if external is not None:
+                tr.externals[external[0]] = External(external[0], "method", external[2], call=external[1],
+                                                     prototype=f"{ret_ty} ({param_types})")
         texts = [f"{ty} {value}" for ty, value in zip(types, values)]
         self.block, result = tr.call(self.block, self.ctx, self.region, ret_ty, callee, texts, self.offset,
                                      fnty=None if direct else f"{ret_ty} ({param_types})")
@@ -712,7 +769,8 @@ class BlockTranslator:
     def ldvirtftn(self, ins):
         obj = self.pop(ins.offset)
         self.null_check(obj.op)
-        handle = self.global_(self.tr.ee.method(ins.operand).symbol + "$handle")
+        handle = self.global_(self.tr.ee.method(ins.operand).symbol + "$handle", kind="method-handle",
+                              token=ins.operand)
         fn = self.helper("CORINFO_HELP_VIRTUAL_FUNC_PTR", [f"ptr {obj.op}", "ptr null", f"ptr {handle}"])
         v = self.v()
         self.emit(f"{v} = ptrtoint ptr {fn} to i64")
@@ -722,7 +780,9 @@ class BlockTranslator:
         size = self.as_i64(self.pop(ins.offset))
         p, v = self.v("localloc"), self.v()
         self.emit(f"{p} = alloca i8, i64 {size}, align 16")
-        if self.tr.body.init_locals:
+        if self.tr.body.init_locals and not self.tr.target.c_library_calls:
+            self.helper("CORINFO_HELP_MEMSET", [f"ptr {p}", "i32 0", f"i64 {size}"])
+        elif self.tr.body.init_locals:
             self.tr.declares["llvm.memset"] = "declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)"
             self.emit(f"call void @llvm.memset.p0.i64(ptr {p}, i8 0, i64 {size}, i1 false)")
         self.emit(f"{v} = ptrtoint ptr {p} to i64")
@@ -734,13 +794,13 @@ class BlockTranslator:
         token, ee = ins.operand, self.tr.ee
         table = token >> 24
         if table in (0x01, 0x02, 0x1B):
-            symbol = ee.class_handle(token)
+            symbol, kind = ee.class_handle(token), "class"
         elif table == 0x04 or (table == 0x0A and _is_field_ref(self.tr.asm, token)):
-            symbol = "field:" + ee.field(token).symbol
+            symbol, kind = "field:" + ee.field(token).symbol, "field"
         else:
-            symbol = ee.method_handle(token)
+            symbol, kind = ee.method_handle(token), "method-handle"
         handle = self.temp("ptr")
-        self.emit(f"store ptr {self.global_(symbol)}, ptr {handle}")
+        self.emit(f"store ptr {self.global_(symbol, kind=kind, token=token)}, ptr {handle}")
         self.push("vt", handle)
 
     def new_object(self, info, ins):
@@ -751,18 +811,26 @@ class BlockTranslator:
             tmp = self.temp(f"[{size} x i8]", max(align, 1))
             self.memset(tmp, size)
             return SV("byref", tmp, owner)
-        cls = self.global_(tr.ee.class_handle(info.owner_token))
+        cls = self.global_(tr.ee.class_handle(info.owner_token), kind="class", token=info.owner_token)
         obj = self.helper("CORINFO_HELP_NEWSFAST", [f"ptr {cls}"])
         return SV("obj", obj, owner)
 
     def field_address(self, ins, obj):
         f = self.tr.ee.field(ins.operand)
         if f.is_static:
-            return self.global_(self.tr.ee.static_field_address(ins.operand)), f
+            return self.global_(self.tr.ee.static_field_address(ins.operand), kind="static", token=ins.operand), f
         if obj.kind == "obj":
             self.null_check(obj.op)
-        offset = str(f.offset) if f.offset is not None else \
-            f"ptrtoint (ptr {self.global_(self.tr.ee.field_offset_symbol(ins.operand))} to i64)"
+        if f.offset is not None:
+            offset = str(f.offset)
+        elif self.tr.target.data_cells:   # the cell holds the offset itself
+            offset = self.v("offset")
+            self.emit(f"{offset} = ptrtoint ptr "
+                      f"{self.global_(self.tr.ee.field_offset_symbol(ins.operand), kind='field-offset', token=ins.operand)}"
+                      f" to i64")
+        else:
+            offset = (f"ptrtoint (ptr {self.global_(self.tr.ee.field_offset_symbol(ins.operand), kind='field-offset', token=ins.operand)}"
+                      f" to i64)")
         base = obj.op if obj.ty == "ptr" else self.narrow(obj, "ptr")
         return self.gep(base, offset), f
 
@@ -781,10 +849,11 @@ class BlockTranslator:
         static = ins.op.name == "stsfld"
         obj = None if static else self.pop(ins.offset)
         addr, f = self.field_address(ins, obj)
-        self.store_sig(addr, value, f.type)
+        self.store_heap(addr, value, f.type, lambda: self.global_(
+            f"fieldclass:{f.symbol}", kind="field-class", token=ins.operand))
 
     def ldstr(self, ins):
-        g = self.global_(self.tr.ee.string_literal(ins.operand), "ptr")
+        g = self.global_(self.tr.ee.string_literal(ins.operand), "ptr", kind="string", token=ins.operand)
         v = self.v("str")
         self.emit(f"{v} = load ptr, ptr {g}")
         self.push("obj", v)
@@ -794,7 +863,7 @@ class BlockTranslator:
 
     def cast(self, ins):
         obj = self.pop(ins.offset)
-        cls = self.global_(self.tr.ee.class_handle(ins.operand))
+        cls = self.global_(self.tr.ee.class_handle(ins.operand), kind="class", token=ins.operand)
         helper = "CORINFO_HELP_CHKCASTANY" if ins.op.name == "castclass" else "CORINFO_HELP_ISINSTANCEOFANY"
         self.push("obj", self.helper(helper, [f"ptr {cls}", f"ptr {obj.op}"]))
 
@@ -810,13 +879,13 @@ class BlockTranslator:
             storage = self.tr.ee.storage_type(sig)
             addr = self.temp(storage)
             self.emit(f"store {storage} {self.narrow(sv, storage)}, ptr {addr}")
-        cls = self.global_(self.tr.ee.class_handle(ins.operand))
+        cls = self.global_(self.tr.ee.class_handle(ins.operand), kind="class", token=ins.operand)
         self.push("obj", self.helper("CORINFO_HELP_BOX", [f"ptr {cls}", f"ptr {addr}"]))
 
     def unbox(self, ins):
         obj = self.pop(ins.offset)
         sig = self.tr.ee.token_type(ins.operand)
-        cls = self.global_(self.tr.ee.class_handle(ins.operand))
+        cls = self.global_(self.tr.ee.class_handle(ins.operand), kind="class", token=ins.operand)
         if ins.op.name == "unbox.any" and self.tr.ee.stack_kind(sig) is StackKind.OBJ:
             self.push("obj", self.helper("CORINFO_HELP_CHKCASTANY", [f"ptr {cls}", f"ptr {obj.op}"]))
             return
@@ -830,7 +899,7 @@ class BlockTranslator:
 
     def newarr(self, ins):
         n = self.pop(ins.offset)
-        cls = self.global_(self.tr.ee.class_handle(ins.operand))
+        cls = self.global_(self.tr.ee.class_handle(ins.operand), kind="class", token=ins.operand)
         self.push("obj", self.helper("CORINFO_HELP_NEWARR_1_VC", [f"ptr {cls}", f"i64 {self.as_i64(n)}"]))
 
     def array_length(self, arr):
@@ -887,7 +956,8 @@ class BlockTranslator:
         if is_ref:   # the store type check (ArrayTypeMismatchException) is the helper's
             self.helper("CORINFO_HELP_ARRADDR_ST", [f"ptr {arr.op}", f"i64 {self.as_i64(index)}", f"ptr {value.op}"])
         elif sig is not None:
-            self.store_sig(addr, value, sig)
+            self.store_heap(addr, value, sig, lambda: self.global_(
+                self.tr.ee.class_handle(ins.operand), kind="class", token=ins.operand))
         else:
             self.emit(f"store {elem[0]} {self.narrow(value, elem[0])}, ptr {addr}")
 
@@ -910,6 +980,9 @@ class BlockTranslator:
     def stind(self, ins, stem):
         value, addr = self.pop(ins.offset), self.pop(ins.offset)
         storage = _ELEM[stem.rsplit(".", 1)[1]][0]
+        if stem == "stind.ref" and self.tr.target.write_barriers:
+            self.write_barrier(self.deref(addr), value)
+            return
         self.store(storage, self.narrow(value, storage), self.deref(addr))
 
     def ldobj(self, ins):
@@ -918,7 +991,8 @@ class BlockTranslator:
 
     def stobj(self, ins):
         value, addr = self.pop(ins.offset), self.pop(ins.offset)
-        self.store_sig(self.deref(addr), value, self.tr.ee.token_type(ins.operand))
+        self.store_heap(self.deref(addr), value, self.tr.ee.token_type(ins.operand), lambda: self.global_(
+            self.tr.ee.class_handle(ins.operand), kind="class", token=ins.operand))
 
     def initobj(self, ins):
         addr = self.pop(ins.offset)
@@ -930,8 +1004,12 @@ class BlockTranslator:
 
     def ldftn(self, ins):
         info = self.tr.ee.method(ins.operand)
-        g = self.tr.ee.llvm_global(info.symbol)
-        self.tr.declares.setdefault(g, f"declare void {g}()")
+        if self.tr.target.data_cells:   # the entry point is data here: loaded from a cell
+            g = self.global_("entry:" + info.symbol, kind="method-entry", token=ins.operand)
+        else:
+            g = self.tr.ee.llvm_global(info.symbol)
+            self.tr.declares.setdefault(g, self.tr.target.declare(f"declare void {g}()"))
+            self.tr.externals.setdefault(info.symbol, External(info.symbol, "method-entry", ins.operand))
         v = self.v()
         self.emit(f"{v} = ptrtoint ptr {g} to i64")
         self.push("nint", v)
@@ -972,6 +1050,9 @@ class BlockTranslator:
         n = self.block_size(size)
         d, s = self.narrow(dst, "ptr"), self.narrow(src, "ptr")
         self.null_check_addresses([d, s], n)
+        if not self.tr.target.c_library_calls:
+            self.helper("CORINFO_HELP_MEMCPY", [f"ptr {d}", f"ptr {s}", f"i64 {n}"])
+            return
         self.tr.declares["llvm.memcpy"] = "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)"
         self.emit(f"call void @llvm.memcpy.p0.p0.i64(ptr {d}, ptr {s}, i64 {n}, "
                   f"i1 {'true' if self.prefix_volatile else 'false'})")
@@ -982,6 +1063,11 @@ class BlockTranslator:
         d = self.narrow(addr, "ptr")
         byte = self.narrow(value, "i8")
         self.null_check_addresses([d], n)
+        if not self.tr.target.c_library_calls:
+            wide = self.v()
+            self.emit(f"{wide} = zext i8 {byte} to i32")
+            self.helper("CORINFO_HELP_MEMSET", [f"ptr {d}", f"i32 {wide}", f"i64 {n}"])
+            return
         self.tr.declares["llvm.memset"] = "declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)"
         self.emit(f"call void @llvm.memset.p0.i64(ptr {d}, i8 {byte}, i64 {n}, "
                   f"i1 {'true' if self.prefix_volatile else 'false'})")
@@ -992,11 +1078,18 @@ class BlockTranslator:
         d, s = self.narrow(dst, "ptr"), self.narrow(src, "ptr")
         self.null_check_addresses([d, s])
         if self.tr.ee.stack_kind(sig) is StackKind.VALUE:
+            if self.tr.target.write_barriers and self.tr.ee.type_info(sig).gc:
+                self.store_heap(d, SV("vt", s, sig), sig, lambda: self.global_(
+                    self.tr.ee.class_handle(ins.operand), kind="class", token=ins.operand))
+                return
             self.memcpy(d, s, self.tr.ee.size_and_align(sig)[0])
             return
         storage = self.tr.ee.storage_type(sig)   # a reference (`ptr`) or a primitive
         v = self.v()
         self.emit(f"{v} = load {storage}, ptr {s}")
+        if storage == "ptr" and self.tr.target.write_barriers and self.tr.ee.stack_kind(sig) is StackKind.OBJ:
+            self.write_barrier(d, SV("obj", v))
+            return
         self.emit(f"store {storage} {v}, ptr {d}")
 
     # -- typed references ----------------------------------------------------------------------
@@ -1017,7 +1110,7 @@ class BlockTranslator:
         if ptr.kind not in ("byref", "nint"):
             raise self.tr.fail(f"mkrefany of a {ptr.kind} (a managed or unmanaged pointer is required)",
                                ins.offset, "type-mismatch")
-        cls = self.global_(self.tr.ee.class_handle(ins.operand))
+        cls = self.global_(self.tr.ee.class_handle(ins.operand), kind="class", token=ins.operand)
         ref = self.temp(f"[{TYPEDREF_SIZE} x i8]")
         self.emit(f"store ptr {self.narrow(ptr, 'ptr')}, ptr {self.typedref_field(ref, TYPEDREF_VALUE_OFFSET)}")
         self.emit(f"store ptr {cls}, ptr {self.typedref_field(ref, TYPEDREF_TYPE_OFFSET)}")
@@ -1025,7 +1118,7 @@ class BlockTranslator:
 
     def refanyval(self, ins):
         ref = self.typedref(ins)
-        cls = self.global_(self.tr.ee.class_handle(ins.operand))
+        cls = self.global_(self.tr.ee.class_handle(ins.operand), kind="class", token=ins.operand)
         self.push("byref", self.helper("CORINFO_HELP_GETREFANY", [f"ptr {cls}", f"ptr {ref.op}"]))
 
     def refanytype(self, ins):
@@ -1082,7 +1175,9 @@ class BlockTranslator:
             retbuf = 1 if me.has_this else 0
             texts.insert(retbuf, f"ptr %p{retbuf}")
         callee = tr.ee.llvm_global(target.symbol)
-        tr.declares[callee] = f"declare {ret_ty} {callee}({', '.join(mine)})"
+        tr.declares[callee] = tr.target.declare(f"declare {ret_ty} {callee}({', '.join(mine)})")
+        tr.externals[target.symbol] = External(target.symbol, "method", ins.operand, call="jmp",
+                                               prototype=f"{ret_ty} ({', '.join(mine)})")
         block, result = tr.call(self.block, self.ctx, self.region, ret_ty, callee, texts, ins.offset)
         line = block.lines[-1]
         call = _PLAIN_CALL.match(line)

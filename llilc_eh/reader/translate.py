@@ -58,6 +58,8 @@ from ..assembly.loader import Assembly
 from ..errors import ReaderError
 from ..il.method import ILMethod
 from ..il.regions import Region, RegionKind
+from ..target import DEFAULT_TARGET, Target
+from .externals import External
 from .helpers import helper_declarations
 from .ir import Block, Function, quote_global
 from .jitee import JitEE, StackKind, is_void
@@ -78,6 +80,7 @@ ARRAY_DATA_OFFSET = 16
 class Options:
     clone_finally: bool = False   # one normal-path finally copy per leave instead of selectors
     pad_markers: bool = False     # a zero-byte identity marker in every pad (see the module docstring)
+    target: Target = DEFAULT_TARGET   # whose code: win-x64 (default) or linux-x64 (llilc_eh.target)
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,7 @@ class ReaderResult:
     cleanuppads: int
     selector_cases: dict[str, int]  # normal-path finally copy -> number of switch cases
     helper_calls: dict[str, int]    # CORINFO_HELP_* -> call sites
+    externals: dict[str, External] = field(default_factory=dict)   # every external symbol, what it is
 
 
 # -- stack values ----------------------------------------------------------------------------
@@ -141,6 +145,8 @@ class Context:
 class Translator:
     def __init__(self, asm: Assembly, m: ILMethod, ee: JitEE | None = None, options: Options = Options()):
         self.asm, self.m, self.options = asm, m, options
+        self.target = options.target
+        self.externals: dict[str, External] = {}
         self.ee = ee or JitEE(asm)
         self.namer = _comment_safe(asm.names.token)
         self.body = m.body
@@ -181,8 +187,10 @@ class Translator:
         self.local_sigs = self.ee.local_types(self.body)
         info = self.ee.compiled_method(self.rid)
         self.ret_sig = info.return_type
+        self._check_abi(info)
         params = [(t, f"%p{i}") for i, t in enumerate(self._param_llvm_types(info))]
-        fn = Function(self.parent_name, self._ret_llvm(info), params, personality=PERSONALITY)
+        fn = Function(self.parent_name, self.target.cc + self._ret_llvm(info), params,
+                      attrs=self.target.define_attributes, personality=PERSONALITY)
         self.fn = fn
         # Every ldarg/ldloc/starg/stloc asks for its variable's TypeInfo: look each up once.
         self.arg_infos = [self.ee.type_info(s) for s in self.arg_sigs]
@@ -443,7 +451,8 @@ class Translator:
             return name
         # CoreCLR x64 calls every funclet with the establisher frame in RCX and the exception
         # object in RDX (clr-abi.md), filters included: establisher first.
-        fn = Function(name, "i32", [("ptr", "%establisher"), ("ptr", "%exception")])
+        fn = Function(name, self.target.cc + "i32", [("ptr", "%establisher"), ("ptr", "%exception")],
+                      attrs=self.target.define_attributes)
         self.filters.append(fn)
         # Parent frame pointer: PSPSym at [establisher + psp slot], plus the SET_FPREG offset;
         # both constants exist only after the parent is compiled (resolved by the backend).
@@ -464,6 +473,7 @@ class Translator:
     def _external_constant(self, name: str) -> str:
         g = quote_global(name)
         self.globals[g] = f"{g} = external global i8"
+        self.externals[name] = External(name, "frame-constant")
         return g
 
     def slot(self, ctx: Context, block: Block, which: str, index: int) -> str:
@@ -511,8 +521,9 @@ class Translator:
         lhs = f"{result} = " if result else ""
         argtext = ", ".join(args)
         callee_ty = fnty or ret
+        cc = self.target.cc
         if unwind is None:
-            block.emit(f"{lhs}call {callee_ty} {callee}({argtext}){bundle}")
+            block.emit(f"{lhs}call {cc}{callee_ty} {callee}({argtext}){bundle}")
             if noreturn:
                 block.terminate("unreachable")
                 return block, result
@@ -523,7 +534,7 @@ class Translator:
             unr = ctx.fn.new_block("unreachable" + (f".{ctx.tag}" if ctx.tag != "m" else ""))
             unr.terminate("unreachable")
             next_label = unr.label
-        block.terminate(f"{lhs}invoke {callee_ty} {callee}({argtext}){bundle} to label %{next_label} "
+        block.terminate(f"{lhs}invoke {cc}{callee_ty} {callee}({argtext}){bundle} to label %{next_label} "
                         f"unwind label %{unwind}")
         if noreturn:
             cont.terminate("unreachable")
@@ -531,7 +542,8 @@ class Translator:
 
     def helper(self, block: Block, ctx: Context, region: Region, name: str, args: list[str], offset: int):
         decl = helper_declarations()[name]
-        self.declares[name] = decl.declaration
+        self.declares[name] = self.target.declare(decl.declaration)
+        self.externals[name] = External(name, "helper", helper=name, prototype=decl.prototype)
         self.helper_calls[name] = self.helper_calls.get(name, 0) + 1
         return self.call(block, ctx, region, decl.ret, f"@{name}", args, offset, noreturn=decl.noreturn)
 
@@ -564,7 +576,44 @@ class Translator:
         parts.append('!0 = !{!"branch_weights", i32 1, i32 1048575}')
         return ReaderResult("\n".join(parts) + "\n", self.parent_name, tuple(f.name for f in self.filters),
                             self.counts["catchswitch"], self.counts["catchpad"], self.counts["cleanuppad"],
-                            dict(self.selector_cases), dict(sorted(self.helper_calls.items())))
+                            dict(self.selector_cases), dict(sorted(self.helper_calls.items())),
+                            dict(sorted(self.externals.items())))
+
+    # -- the target's ABI --------------------------------------------------------------------
+
+    def _check_abi(self, info) -> None:
+        """Refuse (`abi-unsupported`) a method whose own signature the target's convention
+        cannot express: on linux-x64 a value type passed or returned by value (CoreCLR's SysV
+        struct passing is not implemented) or a vararg method."""
+        if self.target.value_types_by_value:
+            return
+        if info.vararg:
+            raise self.fail(f"{self.target}: a vararg method (CoreCLR on Linux has no vararg convention)",
+                            None, "abi-unsupported")
+        for i, sig in enumerate(self.arg_sigs):
+            if self.ee.stack_kind(sig) is StackKind.VALUE:
+                raise self.fail(f"{self.target}: parameter {i} ({self.ee.type_info(sig).text}) is a value type "
+                                "passed by value; SysV struct passing is not implemented", None, "abi-unsupported")
+        if self._returns_vt(info.return_type):
+            raise self.fail(f"{self.target}: the return type ({self.ee.type_info(info.return_type).text}) is a "
+                            "value type returned by value; SysV struct returns are not implemented", None,
+                            "abi-unsupported")
+
+    def check_call_abi(self, params, ret_sig, vararg: bool, offset: int, what: str) -> None:
+        """`_check_abi` for a call site at `offset` (`what`: the callee, for the message)."""
+        if self.target.value_types_by_value:
+            return
+        if vararg:
+            raise self.fail(f"{self.target}: a call to the vararg method {what}", offset, "abi-unsupported")
+        for i, sig in enumerate(params):
+            if self.ee.stack_kind(sig) is StackKind.VALUE:
+                raise self.fail(f"{self.target}: argument {i} ({self.ee.type_info(sig).text}) of the call to {what} "
+                                "is a value type passed by value; SysV struct passing is not implemented", offset,
+                                "abi-unsupported")
+        if ret_sig is not None and self._returns_vt(ret_sig):
+            raise self.fail(f"{self.target}: the call to {what} returns a value type "
+                            f"({self.ee.type_info(ret_sig).text}) by value; SysV struct returns are not "
+                            "implemented", offset, "abi-unsupported")
 
     # -- types -----------------------------------------------------------------------------
 
