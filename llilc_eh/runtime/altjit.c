@@ -38,14 +38,15 @@ static const unsigned char JIT_EE_VERSION[16] = {
 
 typedef struct { void **vtable; } Interface;
 
-/* ---- the trapped call: one JIT-EE slot with up to 8 integer/pointer arguments ------------ */
+/* ---- the trapped call: one JIT-EE slot with up to 12 integer/pointer arguments ----------- */
 
-typedef uint64_t (*slot8_t)(uint64_t, uint64_t, uint64_t, uint64_t,
-                            uint64_t, uint64_t, uint64_t, uint64_t);
+#define MAX_ARGS 12   /* `this` included; allocMem takes 9 */
+typedef uint64_t (*slot_t)(uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t,
+                           uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t);
 
 typedef struct {
     void *function;
-    uint64_t args[8];
+    uint64_t args[MAX_ARGS];
     uint64_t result;
 } TrappedCall;
 
@@ -54,8 +55,9 @@ static void run_trapped(void *p)
     TrappedCall *c = (TrappedCall *)p;
     /* SysV passes the first six integer arguments in registers and the rest on the stack;
        a callee that takes fewer simply ignores the extra ones. */
-    c->result = ((slot8_t)c->function)(c->args[0], c->args[1], c->args[2], c->args[3],
-                                        c->args[4], c->args[5], c->args[6], c->args[7]);
+    c->result = ((slot_t)c->function)(c->args[0], c->args[1], c->args[2], c->args[3],
+                                       c->args[4], c->args[5], c->args[6], c->args[7],
+                                       c->args[8], c->args[9], c->args[10], c->args[11]);
 }
 
 /* Call `function(args...)` under comp->runWithErrorTrap.  Returns 1 when it returned normally
@@ -66,7 +68,9 @@ int llilc_call_trapped(void *comp, void *function, const uint64_t *args, int nar
     TrappedCall call;
     memset(&call, 0, sizeof call);
     call.function = function;
-    for (int i = 0; i < nargs && i < 8; i++)
+    if (nargs < 0 || nargs > MAX_ARGS)
+        return 0;
+    for (int i = 0; i < nargs; i++)
         call.args[i] = args[i];
     typedef unsigned char (*trap_t)(void *, void (*)(void *), void *);   /* C++ bool: AL only */
     trap_t trap = (trap_t)((Interface *)comp)->vtable[SLOT_RUN_WITH_ERROR_TRAP];

@@ -97,7 +97,8 @@ def read_events(path: Path) -> list[dict]:
 def build_report(events: list[dict], config: RunConfig, exit_code: int) -> dict:
     compiled = [{k: e.get(k) for k in ("method", "token", "code_bytes", "clauses", "funclets", "jit_ms", "opt")}
                 for e in events if e.get("event") == "compiled"]
-    declined = [{"method": e.get("method"), "reason": e.get("reason")}
+    declined = [{"method": e.get("method"), "reason": e.get("reason"),
+                 **({"traceback": e["traceback"]} if e.get("traceback") else {})}
                 for e in events if e.get("event") == "declined"]
     # the alt JIT could not start Python: nothing was compiled by us, and that is a failure
     declined += [{"method": "*", "reason": f"the alt JIT did not start: {e.get('reason')}"}
@@ -177,4 +178,35 @@ def main(args) -> int:
     return outcome.exit_code
 
 
-__all__ = ["RunError", "RunOutcome", "build_report", "environment", "main", "run", "summary"]
+
+
+
+def command(args) -> int:
+    """The `run` subcommand: main(), with Ctrl-C as exit status 130."""
+    try:
+        return main(args)
+    except KeyboardInterrupt:
+        return 130
+
+
+def add_parser(sub) -> None:
+    """`llilc-eh run ...` on cli.py's subparsers."""
+    import argparse
+    p = sub.add_parser("run", help="run a program on CoreCLR 3.1 with llilc-eh as the JIT of its EH methods",
+                       description="Run PROGRAM.exe on the pinned CoreCLR 3.1.23 with llilc-eh as its alt JIT: "
+                       "every method with EH of the program's assembly (or those --methods names) is compiled by "
+                       "llilc-eh, everything else by RyuJIT. The program's output and exit code pass through; "
+                       "the summary follows on stderr. Options go before the program, the rest is the program's.")
+    p.add_argument("--methods", action="append", metavar="GLOB",
+                   help="compile the methods whose Ns.Type::Name matches GLOB (repeatable; default: every "
+                        "method with EH of the program's own assembly)")
+    p.add_argument("--opt", type=int, choices=(0, 1, 2, 3), default=2, help="LLVM optimisation level (default 2)")
+    p.add_argument("--clone-finally", action="store_true",
+                   help="give every leave its own normal-path copy of each finally (default: continuation selectors)")
+    p.add_argument("--report", metavar="FILE", help="write the summary as JSON to FILE")
+    p.add_argument("--require-all", action="store_true",
+                   help="exit 2 if any selected method was declined (else the program's exit code)")
+    p.add_argument("program", help="the program (.exe)")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="the program's arguments")
+    p.set_defaults(func=command)
+__all__ = ["RunError", "RunOutcome", "add_parser", "build_report", "command", "environment", "main", "run", "summary"]

@@ -1,12 +1,337 @@
-"""Compile one method with our pipeline and install it in the runtime (placeholder: target check)."""
+"""One method: our pipeline for the linux-x64 target, then its code and tables into the runtime.
+
+The order is the one the runtime requires (ALTJIT.md, "Order of reporting"), and everything
+that can fail without side effects happens first, so a decline leaves nothing behind:
+
+  1. compile: `Pipeline` on (file, token) with `Options(target=LINUX_X64)`, the requested
+     --opt and --clone-finally; a stage error, an image finding or a validator finding is a
+     decline (we never install a table our own checks doubt);
+  2. resolve every external the image still names, through the runtime (`resolve_externals`):
+     helpers by getHelperFtn, methods by resolveToken + getFunctionEntryPoint, data cells by
+     constructStringLiteral / embedClassHandle / getFieldAddress (+ initClass) / ...;
+  3. lay out the allocation: the image's code (and its read-only data at the offset the image
+     chose, so its rip-relative references stay right), then our 8-byte data cells, then our
+     call stubs -- one block from allocMem, so every reference inside it reaches;
+  4. report: reserveUnwindInfo per range (root + each funclet), allocMem, copy, patch, call
+     relocations through recordRelocation, allocUnwindInfo root first then each funclet
+     (ROOT / HANDLER / FILTER), allocGCInfo (llilc_eh.gcinfo.for_method), setEHcount +
+     setEHinfo per clause (our generator's table: end offsets in the length fields,
+     duplicates last).
+
+Calls: an IAT_VALUE target (the usual answer: a precode or the code itself) is reached by
+`recordRelocation(IMAGE_REL_BASED_REL32)` on the call's rel32 -- the runtime writes it, and
+inserts one of its own jump stubs when the target is beyond +-2 GB (it knows those stubs; it
+would not know ours if a thread were suspended in one). An IAT_PVALUE target (a cell that
+holds the entry point) gets a stub of ours after the code: `mov rax, cell; jmp [rax]` (RAX is
+free at a call: the return register, no argument). Data: cells, filled with absolute values.
+
+Negative controls (`RunConfig.damage`, for tests only): "try-end-short" installs every
+clause with its try end one byte short (the return address of a call that ends a try is then
+outside it: the runtime no longer finds the handler, the output must change).
+"""
+
 from __future__ import annotations
 
+import ctypes
+import struct
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from ..backend.coff import RelocationType
+from .jitinfo import JitInfo, JitInfoTrap
 from .service import Declined
+from .structs import CorInfoTokenKind, CorJitFuncKind, InfoAccessType
+
+IMAGE_REL_BASED_REL32 = 0x10          # corinfo.h: recordRelocation's rel32 (jump stub if out of range)
+CORINFO_INITCLASS_USE_HELPER = 0x04
+PVALUE_STUB = bytes.fromhex("48b8") + bytes(8) + bytes.fromhex("ff20")   # mov rax, imm64; jmp [rax]
+STUB_ALIGN = 16
+DAMAGES = ("try-end-short",)
+_REL32_EXTRA = {RelocationType.REL32: 0, RelocationType.REL32_1: 1, RelocationType.REL32_2: 2,
+                RelocationType.REL32_3: 3, RelocationType.REL32_4: 4, RelocationType.REL32_5: 5}
 
 
-def compile_and_install(service, jit, info, asm_name, token, name, entry_ptr, size_ptr) -> dict:
+@lru_cache(maxsize=None)
+def helper_numbers() -> dict[str, int]:
+    """CorInfoHelpFunc numbers of CoreCLR 3.1.23 by name (the list file, declaration order)."""
+    names = [line.strip() for line in Path(__file__).with_name("corinfo-helpers-3.1.txt").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    if names[0] != "CORINFO_HELP_UNDEF" or names[-1] != "CORINFO_HELP_COUNT":
+        raise RuntimeError("corinfo-helpers-3.1.txt: not the CorInfoHelpFunc list")
+    return {n: i for i, n in enumerate(names)}
+
+
+@dataclass(frozen=True)
+class CallTarget:
+    symbol: str
+    access: InfoAccessType            # IAT_VALUE: the address; IAT_PVALUE: a cell holding it
+    address: int
+
+
+@dataclass
+class Layout:
+    """The allocation: [code | read-only data][cells][stubs], offsets from its start."""
+
+    blob: bytearray
+    code_size: int
+    cells: dict[str, int]             # symbol -> offset of its 8-byte cell
+    stubs: dict[str, int]             # symbol -> offset of its PVALUE stub
+    relocations: list[tuple[int, int, int]]   # (field offset, target address, addlDelta): recordRelocation
+
+
+def compile_and_install(service, jit: JitInfo, info, asm_name: str, token: int, name: str,
+                        entry_ptr: int, size_ptr: int) -> dict:
+    run = compile_method(service, token, name, asm_name)
+    values, calls = resolve_externals(jit, info, run)
+    layout = lay_out(run, values, calls)
+    clause_bytes = damaged(run.clause_bytes, service.config.damage)
+    gc = gc_info(run)
+    entry = report(jit, run, layout, clause_bytes, gc)
+    ctypes.c_void_p.from_address(entry_ptr).value = entry
+    ctypes.c_uint32.from_address(size_ptr).value = layout.code_size
+    return {"method": name, "token": f"0x{token:08X}", "assembly": asm_name,
+            "code_bytes": layout.code_size, "allocation_bytes": len(layout.blob),
+            "clauses": len(run.clauses.clauses), "funclets": len(run.image.ranges) - 1,
+            "opt": run.opt, "stubs": len(layout.stubs), "cells": len(values),
+            "relocations": len(layout.relocations), "gc_info_bytes": len(gc),
+            "pipeline_ms": round(sum(v for k, v in run.seconds.items() if k != "codegen-wait") * 1000, 3)}
+
+
+# -- 1. our pipeline ---------------------------------------------------------------------------
+
+def compile_method(service, token: int, name: str, asm_name: str):
+    from ..errors import LlilcEhError
+    from ..pipeline import Pipeline
+    from ..reader.translate import Options
     try:
-        from ..target import LINUX_X64  # noqa: F401
+        from ..target import LINUX_X64
     except ImportError:
-        raise Declined("linux-x64 target not available (llilc_eh.target has not landed)") from None
-    raise Declined("install not written yet")
+        raise Declined("linux-x64 target not available (llilc_eh.target missing)") from None
+    path = service.file_of(asm_name)
+    asm = service.assembly(path)
+    key = (str(path), service.config.opt, service.config.clone_finally)
+    pipeline = service._pipelines.get(key)
+    if pipeline is None:
+        options = Options(clone_finally=service.config.clone_finally, target=LINUX_X64)
+        pipeline = service._pipelines[key] = Pipeline(asm, service.pool(), opt=service.config.opt,
+                                                      options=options, differential=False)
+    rid = token & 0xFFFFFF
+    if asm.is_synchronized(rid):
+        raise Declined("synchronized method (the JIT's own monitor clause is not generated)")
+    owner = asm.names.method_owner(rid)
+    if generic_owners(asm) & {token, owner}:
+        raise Declined("generic method or method of a generic type (code per instantiation not supported)")
+    try:
+        run = pipeline.run(rid)
+    except LlilcEhError as e:
+        raise Declined(f"[{e.stage}/{e.kind}] {e.describe()}") from None
+    if run.error is not None:
+        e = run.error
+        raise Declined(f"[{e.stage}/{e.kind}] {e.describe()}")
+    if run.image_findings:
+        raise Declined(f"image finding: {run.image_findings[0]}")
+    if run.findings:
+        raise Declined(f"validator finding on our clause table: {run.findings[0]}")
+    return run
+
+
+def generic_owners(asm) -> frozenset[int]:
+    """MethodDef and TypeDef tokens that declare generic parameters (the GenericParam table).
+    Code per instantiation (a generic context, shared canonical code) is not ours to make yet;
+    nested types of a generic type are caught by the runtime's answers failing, not here."""
+    cached = getattr(asm, "_llilc_generic_owners", None)
+    if cached is None:
+        table = asm.pe.net.mdtables.GenericParam
+        owners = set()
+        for row in (table.rows if table is not None else ()):
+            kind = 0x06 if type(row.Owner.table).__name__ == "MethodDef" else 0x02
+            owners.add(kind << 24 | row.Owner.row_index)
+        cached = frozenset(owners)
+        asm._llilc_generic_owners = cached
+    return cached
+
+
+# -- 2. externals -------------------------------------------------------------------------------
+
+def resolve_externals(jit: JitInfo, info, run) -> tuple[dict[str, int], dict[str, CallTarget]]:
+    """Cell values (symbol -> 8-byte value) and call targets, asked of the runtime."""
+    externals = getattr(run.reader, "externals", {}) or {}
+    symbols = {r.symbol for r in run.image.relocations}
+    values: dict[str, int] = {}
+    calls: dict[str, CallTarget] = {}
+    for symbol in sorted(symbols):
+        ext = externals.get(symbol)
+        if ext is None:
+            raise Declined(f"the image names {symbol!r}, which the reader does not describe")
+        try:
+            if ext.is_call:
+                calls[symbol] = _call_target(jit, info, ext)
+            elif ext.cell:
+                values[symbol] = _cell_value(jit, info, ext)
+            else:
+                raise Declined(f"external data {symbol!r} ({ext.kind}) is not in a cell: it may not reach")
+        except JitInfoTrap as e:
+            raise Declined(f"resolving {ext}: {e}") from None
+    return values, calls
+
+
+def _call_target(jit: JitInfo, info, ext) -> CallTarget:
+    if ext.kind == "helper":
+        number = helper_numbers().get(ext.helper)
+        if number is None:
+            raise Declined(f"helper {ext.helper} is not a CoreCLR 3.1 helper")
+        direct, indirect = jit.helper_ftn(number)
+        if direct:
+            return CallTarget(ext.symbol, InfoAccessType.IAT_VALUE, direct)
+        if indirect:
+            return CallTarget(ext.symbol, InfoAccessType.IAT_PVALUE, indirect)
+        raise Declined(f"getHelperFtn gave no address for {ext.helper}")
+    if ext.call == "jmp":
+        raise Declined(f"jmp to {ext.symbol} (tail transfer) is not installed")
+    kind = CorInfoTokenKind.NewObj if ext.call == "newobj" else CorInfoTokenKind.Method
+    rt = jit.resolve_token(info.scope, ext.token, kind, context=info.ftn)
+    if not rt.hMethod:
+        raise Declined(f"resolveToken gave no method for 0x{ext.token:08X}")
+    access, addr = jit.function_entry_point(rt.hMethod)
+    if access not in (InfoAccessType.IAT_VALUE, InfoAccessType.IAT_PVALUE) or not addr:
+        raise Declined(f"entry point of 0x{ext.token:08X}: {access.name} 0x{addr:x}")
+    return CallTarget(ext.symbol, access, addr)
+
+
+def _cell_value(jit: JitInfo, info, ext) -> int:
+    kind = ext.kind
+    if kind == "string":
+        access, addr = jit.string_literal(info.scope, ext.token)
+        if access is not InfoAccessType.IAT_PVALUE or not addr:
+            raise Declined(f"string literal 0x{ext.token:08X}: {access.name}, the code expects IAT_PVALUE")
+        return addr
+    if kind == "class":
+        rt = jit.resolve_token(info.scope, ext.token, CorInfoTokenKind.Class, context=info.ftn)
+        handle, indirect = jit.embed_class_handle(rt.hClass)
+        if not handle:
+            raise Declined(f"class 0x{ext.token:08X}: embedClassHandle gave an indirection")
+        return handle
+    if kind == "static":
+        rt = jit.resolve_token(info.scope, ext.token, CorInfoTokenKind.Field, context=info.ftn)
+        if jit.init_class(rt.hField, info.ftn, info.ftn) & CORINFO_INITCLASS_USE_HELPER:
+            raise Declined(f"static field 0x{ext.token:08X}: its class needs an initialisation helper")
+        addr, indirect = jit.field_address(rt.hField)
+        if not addr:
+            raise Declined(f"static field 0x{ext.token:08X}: getFieldAddress gave an indirection")
+        return addr
+    if kind == "method-handle":
+        rt = jit.resolve_token(info.scope, ext.token, CorInfoTokenKind.Method, context=info.ftn)
+        handle, indirect = jit.embed_method_handle(rt.hMethod)
+        if not handle:
+            raise Declined(f"method 0x{ext.token:08X}: embedMethodHandle gave an indirection")
+        return handle
+    if kind == "field":
+        rt = jit.resolve_token(info.scope, ext.token, CorInfoTokenKind.Field, context=info.ftn)
+        handle, indirect = jit.embed_field_handle(rt.hField)
+        if not handle:
+            raise Declined(f"field 0x{ext.token:08X}: embedFieldHandle gave an indirection")
+        return handle
+    if kind == "method-entry":
+        rt = jit.resolve_token(info.scope, ext.token, CorInfoTokenKind.Method, context=info.ftn)
+        access, addr = jit.function_entry_point(rt.hMethod)
+        if access is not InfoAccessType.IAT_VALUE:
+            raise Declined(f"ldftn 0x{ext.token:08X}: {access.name}")
+        return addr
+    raise Declined(f"external {ext} ({kind}) is not installed yet")
+
+
+# -- 3. layout ------------------------------------------------------------------------------------
+
+def lay_out(run, values: dict[str, int], calls: dict[str, CallTarget]) -> Layout:
+    image = run.image
+    blob = bytearray(image.code)
+    if image.read_only_data:
+        blob.extend(bytes(image.read_only_data_offset - len(blob)))
+        blob.extend(image.read_only_data)
+    code_size = len(image.code)
+    # the image placed a cell for every data symbol (an ADDR64 relocation at the cell: filled
+    # below); a data symbol it left as a rel32 (an older image) gets a cell here
+    cells: dict[str, int] = {}
+    placed = {r.symbol for r in image.relocations if r.type == RelocationType.ADDR64}
+    _align(blob, 8)
+    for symbol in sorted(set(values) - placed):
+        cells[symbol] = len(blob)
+        blob.extend(struct.pack("<Q", values[symbol]))
+    stubs: dict[str, int] = {}
+    for symbol in sorted(calls):
+        if calls[symbol].access is InfoAccessType.IAT_PVALUE:
+            _align(blob, STUB_ALIGN)
+            stubs[symbol] = len(blob)
+            blob.extend(PVALUE_STUB)
+            struct.pack_into("<Q", blob, stubs[symbol] + 2, calls[symbol].address)
+    relocations = []
+    for r in image.relocations:
+        if r.type == RelocationType.ADDR64 and r.symbol in values:    # a cell the image placed
+            struct.pack_into("<Q", blob, r.offset, (values[r.symbol] + r.addend) & 0xFFFFFFFFFFFFFFFF)
+            continue
+        extra = _REL32_EXTRA.get(r.type)
+        if extra is None:
+            raise Declined(f"relocation {r}: only rel32 fields are installed")
+        end = r.offset + 4 + extra
+        if r.symbol in cells or r.symbol in stubs:
+            target = cells.get(r.symbol, stubs.get(r.symbol))
+            struct.pack_into("<i", blob, r.offset, target + r.addend - end)
+        elif r.symbol in calls:
+            relocations.append((r.offset, calls[r.symbol].address, r.addend - extra))
+        else:
+            raise Declined(f"relocation {r}: nothing resolved for {r.symbol}")
+    return Layout(blob, code_size, cells, stubs, relocations)
+
+
+def _align(blob: bytearray, n: int) -> None:
+    blob.extend(b"\xcc" * (-len(blob) % n))
+
+
+def damaged(clause_bytes: bytes, damage: str | None) -> bytes:
+    """The clause table, or the negative control's damaged copy of it (module docstring)."""
+    if damage is None:
+        return clause_bytes
+    from ..clauses.generate import decode_clauses, encode_clauses
+    if damage != "try-end-short":
+        raise Declined(f"unknown damage {damage!r} (known: {', '.join(DAMAGES)})")
+    from dataclasses import replace
+    return encode_clauses([replace(c, try_end=c.try_end - 1) for c in decode_clauses(clause_bytes)])
+
+
+def gc_info(run) -> bytes:
+    from ..gcinfo import for_method
+    image = run.image
+    has_funclets = len(image.ranges) > 1
+    psp = image.filter_constants.psp_slot_offset if image.filter_constants is not None else None
+    if has_funclets and psp is None:
+        raise Declined("no PSPSym slot found in the parent's code (GC info needs it)")
+    frame = image.ranges[0].unwind.frame_register or None
+    return for_method(len(image.code), psp, frame, has_funclets)
+
+
+# -- 4. report to the runtime ---------------------------------------------------------------------
+
+def report(jit: JitInfo, run, layout: Layout, clause_bytes: bytes, gc: bytes) -> int:
+    from ..pipeline import UnwindKind
+    records = run.unwind_records()
+    clause_count = len(clause_bytes) // 24
+    for r in records:
+        jit.reserve_unwind_info(r.kind is not UnwindKind.ROOT, len(r.data))
+    code, _ = jit.alloc_mem(len(layout.blob), 0, clause_count)
+    if not code:
+        raise JitInfoTrap("allocMem gave no code block")
+    ctypes.memmove(code, bytes(layout.blob), len(layout.blob))
+    for offset, target, delta in layout.relocations:
+        jit.record_relocation(code + offset, target, IMAGE_REL_BASED_REL32, delta)
+    for r in records:
+        jit.alloc_unwind_info(code, r.start, r.end, r.data, CorJitFuncKind[r.kind.value])
+    jit.alloc_gc_info(gc)
+    jit.set_eh_count(clause_count)
+    for i in range(clause_count):
+        jit.set_eh_info(i, clause_bytes[24 * i: 24 * i + 24])
+    return code
+
+
+__all__ = ["DAMAGES", "Layout", "compile_and_install", "damaged", "gc_info", "helper_numbers", "lay_out",
+           "resolve_externals"]

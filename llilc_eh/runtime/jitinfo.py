@@ -34,6 +34,7 @@ from .structs import (
 )
 
 SLOT_LIST = Path(__file__).with_name("icorjitinfo-3.1.txt")
+MAX_ARGS = 12      # llilc_call_trapped's limit, `this` included (altjit.c)
 VOID, PTR, U32, U64, I32 = None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int32
 
 
@@ -93,11 +94,14 @@ class JitInfo:
         return fn(self.comp, *args)
 
     def trapped(self, name: str, *args) -> int:
-        """Call a slot under runWithErrorTrap; integer/pointer arguments only; returns RAX."""
+        """Call a slot under runWithErrorTrap; integer/pointer arguments only (stack-passed ones
+        too: the trampoline always passes MAX_ARGS, a callee reads what it declares); returns RAX."""
         if self._trampoline is None:
             raise JitInfoTrap(f"{name}: no trampoline (the alt JIT library did not attach)")
         values = [self.comp] + [_address(a) & 0xFFFFFFFFFFFFFFFF for a in args]
-        argv = (U64 * 8)(*values)
+        if len(values) > MAX_ARGS:
+            raise JitInfoTrap(f"{name}: {len(values)} arguments, the trampoline takes {MAX_ARGS}")
+        argv = (U64 * MAX_ARGS)(*values)
         result = U64(0)
         if not self._trampoline(self.comp, self._slot(name), argv, len(values), ctypes.byref(result)):
             raise JitInfoTrap(f"the runtime threw in {name}")
@@ -157,6 +161,16 @@ class JitInfo:
     def embed_class_handle(self, cls: int) -> tuple[int, int]:
         indirect = ctypes.c_void_p(0)
         handle = self.trapped("embedClassHandle", cls, ctypes.addressof(indirect))
+        return handle, indirect.value or 0
+
+    def embed_method_handle(self, method: int) -> tuple[int, int]:
+        indirect = ctypes.c_void_p(0)
+        handle = self.trapped("embedMethodHandle", method, ctypes.addressof(indirect))
+        return handle, indirect.value or 0
+
+    def embed_field_handle(self, field: int) -> tuple[int, int]:
+        indirect = ctypes.c_void_p(0)
+        handle = self.trapped("embedFieldHandle", field, ctypes.addressof(indirect))
         return handle, indirect.value or 0
 
     def field_address(self, field: int) -> tuple[int, int]:
