@@ -49,6 +49,8 @@ class RunError(LlilcEhError):
 class RunOutcome:
     exit_code: int        # the program's (128+N for a signal)
     report: dict
+    stdout: bytes | None = None   # when captured (stdout=subprocess.PIPE)
+    stderr: bytes | None = None
 
 
 def program_assembly_name(program: Path) -> str:
@@ -125,7 +127,10 @@ def summary(report: dict) -> str:
 
 
 def run(program: str | os.PathLike, args: list[str], *, methods: list[str] = (), opt: int = 2,
-        clone_finally: bool = False, damage: str | None = None) -> RunOutcome:
+        clone_finally: bool = False, damage: str | None = None, stdout=None, stderr=None,
+        timeout: float | None = None) -> RunOutcome:
+    """Run the program (stdout/stderr: inherited unless given, as for subprocess.Popen; a
+    `timeout` -- for tests -- kills the program and raises subprocess.TimeoutExpired)."""
     from ..assembly.corpus import Corpus
     from ..check.toolchain import write_runtimeconfig
 
@@ -149,10 +154,15 @@ def run(program: str | os.PathLike, args: list[str], *, methods: list[str] = (),
                            clone_finally=clone_finally, damage=damage)
         config_path = Path(tmp) / "config.json"
         config.dump(config_path)
-        proc = subprocess.Popen([str(dotnet), str(program), *args],
+        proc = subprocess.Popen([str(dotnet), str(program), *args], stdout=stdout, stderr=stderr,
                                 env=environment(config_path, events, bool(methods)))
         try:
-            code = proc.wait()
+            out, err = proc.communicate(timeout=timeout)
+            code = proc.returncode
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise
         except KeyboardInterrupt:
             proc.send_signal(signal.SIGINT)
             try:
@@ -162,7 +172,7 @@ def run(program: str | os.PathLike, args: list[str], *, methods: list[str] = (),
                 proc.wait()
             raise
         code = 128 - code if code < 0 else code
-        return RunOutcome(code, build_report(read_events(events), config, code))
+        return RunOutcome(code, build_report(read_events(events), config, code), out, err)
 
 
 def main(args) -> int:
