@@ -12,16 +12,19 @@ from __future__ import annotations
 import gc
 import json
 import os
+import signal
+import stat
 import sys
 import time
 import traceback
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .assembly.loader import Assembly
 from .assembly.r2r.reader import ReadyToRunImage
+from .clauses.validate import ERROR
 from .errors import AssemblyError, LlilcEhError
 from .il.method import analyze
 from .il.regions import RegionKind
@@ -201,12 +204,16 @@ def _translate(asm: Assembly, analyzed: dict, opt: int, report: FileReport) -> N
         if run.differential is not None:
             report.differential[run.differential.classification] += 1
         report.decided_by_order += bool(run.image is not None and run.image.ambiguous)
-        failures = _run_failures(run)
+        failures = run_failures(run)
         report.translate_failures.extend(failures)
         report.translated += not failures
 
 
-def _run_failures(run) -> list[dict]:
+def run_failures(run) -> list[dict]:
+    """A pipeline run's shortfalls as failure records (`validate --translate` records them,
+    `translate` exits 2 on them): the stage error, or every validator finding on our table
+    (conventions too: our generator promises RyuJIT's order, decision 10), every image
+    finding and every unexplained difference from LLVM's own table."""
     if run.error is not None:
         return [run.error.as_dict()]
     out = [{"stage": "clauses", "kind": f"validator:{f.rule}", "method": run.name, "offset": None,
@@ -269,62 +276,134 @@ def _validate_native(asm: Assembly, report: FileReport) -> NativeReport | None:
 
 
 def expand_inputs(inputs: list[str]) -> list[str]:
-    """Files as given, folders expanded to their *.dll and *.exe, sorted for determinism."""
+    """Files as given, folders expanded to their regular *.dll and *.exe files (symlinks to
+    them included), sorted for determinism.
+
+    A path named on the command line must exist and be a folder or a regular file: anything
+    else is unusable input (`LlilcEhError`, exit 1, before any work). Inside a folder only
+    regular files are taken: a FIFO or a device named `x.dll` would block or never end a read.
+    """
     files: list[str] = []
     for item in inputs:
         p = Path(item)
-        if p.is_dir():
-            files.extend(str(f) for f in sorted(p.rglob("*")) if f.suffix.lower() in (".dll", ".exe"))
-        else:
+        try:
+            mode = p.stat().st_mode
+        except OSError as e:
+            raise LlilcEhError(f"{item}: {e.strerror}", kind="bad-input") from None
+        if stat.S_ISDIR(mode):
+            files.extend(str(f) for f in sorted(p.rglob("*"))
+                         if f.suffix.lower() in (".dll", ".exe") and f.is_file())
+        elif stat.S_ISREG(mode):
             files.append(str(p))
+        else:
+            raise LlilcEhError(f"{item}: not a regular file or a folder", kind="bad-input")
     return files
 
 
+def _worker_init() -> None:
+    """A batch worker leaves stopping to the parent: Ctrl-C at a terminal reaches the whole
+    process group, and a worker that took it would print its own traceback; SIGTERM (the
+    parent's way to stop it) ends it at once, whatever handler the parent had installed."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """End an interrupted pool now: cancel what has not started and terminate the workers
+    (they ignore SIGINT, and a file such as CoreLib takes minutes to finish)."""
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.terminate()
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.join()
+
+
 def run(files: list[str], jobs: int = 1, progress: bool = True, translate: bool = False,
-        opt: int = 2) -> list[FileReport]:
-    """Validate every file, `jobs` worker processes at a time; results in input order."""
-    results: dict[str, FileReport] = {}
-    show = progress and sys.stderr.isatty()
+        opt: int = 2, finished: dict[str, FileReport] | None = None) -> list[FileReport]:
+    """Validate every file, `jobs` worker processes at a time; results in input order.
+
+    `finished` (a dict the caller owns) receives each file's report as soon as it is done, so
+    that a caller interrupted by Ctrl-C still has the reports of the files that finished.
+    Progress: a bar on a terminal, else one line per finished file on stderr."""
+    results: dict[str, FileReport] = finished if finished is not None else {}
+    tty = sys.stderr.isatty()
     done = 0
 
     def tick(r: FileReport) -> None:
         nonlocal done
         done += 1
-        if show:
+        results[r.path] = r
+        if progress and tty:
             bar = "#" * (30 * done // len(files))
             sys.stderr.write(f"\r[{bar:<30}] {done}/{len(files)} {Path(r.path).name[:40]:<40}")
+            sys.stderr.flush()
+        elif progress:
+            sys.stderr.write(f"[{done}/{len(files)}] {Path(r.path).name}\n")
             sys.stderr.flush()
 
     # Largest files first keeps both workers busy to the end (CoreLib alone is ~25% of the work).
     order = sorted(files, key=lambda f: -os.path.getsize(f) if os.path.exists(f) else 0)
-    if jobs <= 1:
-        for f in order:
-            results[f] = validate_file(f, translate, opt)
-            tick(results[f])
-    else:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            for f, r in zip(order, pool.map(validate_file, order, [translate] * len(order), [opt] * len(order))):
-                results[f] = r
-                tick(r)
-    if show:
-        sys.stderr.write("\n")
+    try:
+        if jobs <= 1:
+            for f in order:
+                tick(validate_file(f, translate, opt))
+        else:
+            pool = ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init)
+            try:
+                futures = [pool.submit(validate_file, f, translate, opt) for f in order]
+                for future in as_completed(futures):
+                    tick(future.result())
+            except BaseException:
+                _stop_workers(pool)
+                raise
+            pool.shutdown()
+    finally:
+        if progress and tty:
+            sys.stderr.write("\n")
     return [results[f] for f in files]
 
 
-def summary(reports: list[FileReport], wall: float | None = None) -> str:
+def failure_records(report: FileReport) -> list[dict]:
+    """Every failure of one file's run, as records with stage, kind, method, offset, reason:
+    the file error (stage `file`), the methods' region and R2R checks, the pipeline runs
+    (`--translate`), and the validator's error findings on RyuJIT's tables (stage
+    `r2r-validator`; conventions are RyuJIT's habit there, not a requirement). None means a
+    clean file: `validate` exits 0 only when every file has none."""
+    out = []
+    if report.file_error:
+        out.append({**report.file_error, "stage": "file"})
+    out += report.failures + report.translate_failures
+    if report.native is not None:
+        out += [{"stage": "r2r-validator", "kind": f["rule"], "method": f["body"], "offset": None,
+                 "reason": f["message"]} for f in report.native.findings if f["severity"] == ERROR]
+    return out
+
+
+def failure_line(reports: list[FileReport]) -> str:
+    """The summary's last word, counted from `failure_records`: how many, in how many methods
+    and files, by stage:kind; `failures: none` only for a clean run."""
+    records = [(r, f) for r in reports for f in failure_records(r)]
+    if not records:
+        return "failures: none"
+    kinds = Counter(f"{f['stage']}:{f['kind']}" for _, f in records)
+    methods = len({(r.path, f["method"]) for r, f in records if f["stage"] != "file" and f["method"]})
+    files = sum(1 for r in reports if r.file_error)
+    return (f"failures: {len(records)} ({methods} method{'s' * (methods != 1)}, {files} unreadable "
+            f"file{'s' * (files != 1)}): " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
+
+
+def summary(reports: list[FileReport], wall: float | None = None, *, interrupted: tuple[int, int] | None = None
+            ) -> str:
+    """The human summary; `interrupted` = (files finished, files named) when Ctrl-C stopped
+    the run: the summary then covers the finished files only, and says so."""
     total = Counter()
     kinds = Counter()
-    fail_kinds = Counter()
     depth = 0
     for r in reports:
         total.update(methods=r.methods, with_il=r.with_il, with_eh=r.with_eh,
                      try_in_handler=r.try_in_handler, mutual_protect=r.mutual_protect)
         kinds.update(r.clauses)
         depth = max(depth, r.max_try_depth)
-        for f in r.failures:
-            fail_kinds[f"{f['stage']}:{f['kind']}"] += 1
-        if r.file_error:
-            fail_kinds[f"file:{r.file_error['kind']}"] += 1
     bad_methods = sum(len({f["method"] for f in r.failures}) for r in reports)
     lines = [f"{'assembly':<48} {'methods':>8} {'IL':>8} {'EH':>6} {'clauses':>8} {'depth':>5} {'bad':>5}"]
     for r in reports:
@@ -367,10 +446,10 @@ def summary(reports: list[FileReport], wall: float | None = None) -> str:
     translated = [r for r in reports if r.translated is not None]
     if translated:
         lines += _translate_summary(translated)
-    if fail_kinds:
-        lines.append("failures: " + ", ".join(f"{k} {v}" for k, v in sorted(fail_kinds.items())))
-    else:
-        lines.append("failures: none")
+    lines.append(failure_line(reports))
+    if interrupted is not None:
+        lines.append(f"interrupted: {interrupted[0]} of {interrupted[1]} files finished; this summary covers "
+                     "those only")
     if wall is not None:
         lines.append(f"wall time {wall:.2f} s")
     return "\n".join(lines)

@@ -15,24 +15,27 @@
                                                ReadyToRun images RyuJIT's tables validated,
                                                compared with the IL, their unwind info decoded
 
-Errors about the input exit with status 1 and print the reason with its location; they
-never print a Python traceback. A method that fails in a later stage of `translate` prints
-what the earlier stages produced, then the error (stage, kind, method, offset).
+Errors about the input print the reason with its location, never a Python traceback
+(`--debug` shows one for a bug of ours). A method that fails in a later stage of `translate`
+prints what the earlier stages produced, then the error (stage, kind, method, offset).
+The exit status says how the run went (`EXIT_STATUS`, printed by `--help`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
+import traceback
 from importlib import resources
 from pathlib import Path
 
 from . import batch
 from .assembly.loader import Assembly
 from .assembly.r2r.reader import ReadyToRunImage
-from .clauses.validate import DEFAULT_PROFILE, Profile
+from .clauses.validate import DEFAULT_PROFILE, ERROR, Profile
 from .errors import LlilcEhError
 from .il.listing import clause_text, render, to_json
 from .il.method import analyze
@@ -43,6 +46,50 @@ from .il.method import analyze
 DEFAULT_METHOD = "Tests.TryInFilterHandler.Program::Run"
 TRANSLATE_STAGES = ("il", "ir", "funclets", "image", "clauses", "unwind", "all")
 _FRONT_STAGES = frozenset({"il", "ir", "funclets"})     # need no LLVM codegen
+
+# The exit status: one policy for every command, documented in README.md and `--help`.
+EXIT_CLEAN = 0          # ran, everything clean
+EXIT_UNUSABLE = 1       # usage error, or input/output that cannot be used: nothing was judged
+EXIT_FINDINGS = 2       # ran, found failures or findings (and: an internal error of ours)
+EXIT_SIGNAL = 128       # + the signal's number: 130 Ctrl-C, 143 SIGTERM, 141 the output pipe closed
+EXIT_STATUS = """\
+exit status:
+  0    ran, everything clean
+  1    usage error, or unusable input or output: a path that does not exist or is not a
+       regular file or folder, a file that is not a .NET assembly (il, translate, r2r), an
+       unknown method or one without an IL body, r2r on an image without native code, an
+       output path that cannot be written (checked before any work)
+  2    ran and found failures or findings: validate -- any method failure, pipeline
+       failure (--translate), unreadable file or error finding on RyuJIT's tables;
+       translate -- a stage's error, a validator finding on our table (conventions too),
+       an image finding or an unexplained LLVM difference; il -- an ECMA-335 violation;
+       r2r -- an error finding on RyuJIT's table.  Also an internal error (a bug of ours:
+       one line, --debug shows the traceback)
+  130  interrupted (Ctrl-C; 143 SIGTERM): validate prints the summary of the files that
+       finished
+  141  the output pipe closed early (e.g. | head)"""
+
+
+class UsageError(Exception):
+    """A command line argparse refused; `main` prints it with the usage and exits 1."""
+
+    def __init__(self, message: str, usage: str):
+        super().__init__(message)
+        self.usage = usage
+
+
+class Interrupted(BaseException):
+    """SIGTERM, raised like Ctrl-C's KeyboardInterrupt so that a batch stops the same way."""
+
+    signum = signal.SIGTERM
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with the house's exit status: its own for a usage error is 2, which here means
+    "ran and found failures"; ours is 1 (`UsageError`, raised to `main`)."""
+
+    def error(self, message: str):
+        raise UsageError(f"{self.prog}: error: {message}", self.format_usage())
 
 
 def sample_path() -> Path:
@@ -66,20 +113,28 @@ def _methods(asm: Assembly, args) -> list:
     return [asm.method(rid) for rid in asm.methods_with_il() if asm.body(rid).has_eh]
 
 
+def json_document(command: str, assembly: str | Path, methods: list) -> dict:
+    """The one shape `--json` prints for every command, one method or many:
+    {"command", "assembly" (the file's name), "methods": [one document per method]}."""
+    return {"command": command, "assembly": Path(assembly).name, "methods": methods}
+
+
 def cmd_il(args) -> int:
-    asm = Assembly(args.assembly or sample_path())
+    path = args.assembly or sample_path()
+    asm = Assembly(path)
     names = asm.names
-    out = []
+    out, violations = [], False
     for ref in _methods(asm, args):
         m = analyze(asm.body(ref.rid))
+        violations |= bool(m.errors)
         if args.json:
             out.append(to_json(m, names.token, names.type_name))
         else:
             print(render(m, names.token, names.type_name))
             print()
     if args.json:
-        print(json.dumps(out if len(out) != 1 else out[0], indent=1))
-    return 0
+        print(json.dumps(json_document("il", path, out), indent=1))
+    return EXIT_FINDINGS if violations else EXIT_CLEAN
 
 
 def _side_by_side(left: list[str], right: list[str], width: int = 78) -> list[str]:
@@ -122,18 +177,22 @@ def render_r2r(asm: Assembly, check) -> str:
 def cmd_r2r(args) -> int:
     from .check.r2r import check_method
 
+    if args.assembly is None:
+        raise LlilcEhError("r2r needs an assembly, a ReadyToRun image: llilc-eh r2r ASSEMBLY [--method NAME]")
     asm = Assembly(args.assembly)
     image = ReadyToRunImage(asm)
     out = []
     refs = _methods(asm, args) if (args.method or args.token) else \
         [asm.method(m.tokens[0] & 0xFFFFFF) for m in image.methods(eh_only=True) if m.tokens]
     cache: dict = {}
+    findings = False
     for ref in refs:
         bodies = image.methods_for_token(ref.token)
         if not bodies:
             raise LlilcEhError(f"{ref} has no precompiled code in this image", method=str(ref))
         for m in bodies:
             check = check_method(asm, image, m, unwind_cache=cache)
+            findings |= any(f.severity == ERROR for f in check.findings)
             if args.json:
                 out.append(_r2r_json(ref, check))
             else:
@@ -141,8 +200,8 @@ def cmd_r2r(args) -> int:
                 print(render_r2r(asm, check))
                 print()
     if args.json:
-        print(json.dumps(out if len(out) != 1 else out[0], indent=1))
-    return 0
+        print(json.dumps(json_document("r2r", args.assembly, out), indent=1))
+    return EXIT_FINDINGS if findings else EXIT_CLEAN
 
 
 def _r2r_json(ref, check) -> dict:
@@ -175,11 +234,15 @@ def cmd_translate(args) -> int:
     from .pipeline import Pipeline
     from .reader.translate import Options
     from .view import build_view, render_text, report
-    from .view.emit import dumps, emit
+    from .view.emit import check_output_file, dumps, emit, prepare_folder
     from .view.report import reader_json
     from .view.svg import layout_svg
     from .view.text import render_section
 
+    if args.emit_dir:                       # output paths first: no work for a run that cannot write
+        prepare_folder(args.emit_dir)
+    if args.svg:
+        check_output_file(args.svg, "--svg")
     path = Path(args.assembly) if args.assembly else sample_path()
     asm = Assembly(path)
     if args.token or args.method or args.assembly:
@@ -192,7 +255,9 @@ def cmd_translate(args) -> int:
         raise LlilcEhError(f"--emit-dir and --svg write the files of one method, {path.name} has {len(refs)} "
                            "with EH: name one with --method or --token")
     stage = args.stage
-    options = Options(clone_finally=args.clone_finally, pad_markers=args.pad_markers)
+    from .target import target_named
+    options = Options(clone_finally=args.clone_finally, pad_markers=args.pad_markers,
+                      target=target_named(args.target))
     rids = [ref.rid for ref in refs]
     if stage in _FRONT_STAGES and not (args.emit_dir or args.svg):
         pipeline = Pipeline(asm, None, opt=args.opt, profile=args.profile, options=options)
@@ -202,8 +267,12 @@ def cmd_translate(args) -> int:
         with CodegenPool(1) as pool:
             runs = Pipeline(asm, pool, opt=args.opt, profile=args.profile, options=options).run_many(rids)
     names = asm.names
-    docs, failed = [], False
-    for n, run in enumerate(runs):
+    docs, status = [], EXIT_CLEAN
+    for n, (ref, run) in enumerate(zip(refs, runs)):
+        if run.il is None:                  # stopped before the body was read: name it as resolved
+            run.name = f"0x{ref.token:08X} {ref.name}"
+            if run.error is not None:
+                run.error.for_method(run.name)
         view = build_view(run, names, path.name, clone_finally=args.clone_finally)
         if args.json:
             if stage == "ir":     # the reader's result, as `--stage ir --json` has always printed
@@ -215,27 +284,59 @@ def cmd_translate(args) -> int:
             print(("\n" if n else "") + render_text(view, timings=not args.no_timings), end="")
         else:
             body = render_section(view, stage)
+            if len(runs) > 1:               # several methods: say whose section this is
+                print(("\n" if n else "") + f"// method {run.name}")
             if body is not None:
                 print(body)
         if args.emit_dir:
             emit(view, args.emit_dir, timings=args.timings)
         if args.svg:
             Path(args.svg).write_text(layout_svg(view), encoding="utf-8", newline="\n")
-        if run.error is not None:
-            failed = True
-            e = run.error
-            print(f"llilc-eh: error: [{e.stage}/{e.kind}] {e.describe()}", file=sys.stderr)
+        status = max(status, _report_run(run))
     if args.json:
-        print(dumps(docs[0] if len(docs) == 1 else docs), end="")
-    return 1 if failed else 0
+        print(dumps(json_document("translate", path, docs)), end="")
+    return status
+
+
+def _report_run(run) -> int:
+    """One translated method's exit status, its reasons on stderr: 1 when its body could not
+    be read (stage assembly: unusable input), 2 for any failure `validate --translate` would
+    record (a stage's error, validator or image findings, unexplained LLVM differences)."""
+    e = run.error
+    if e is not None:
+        print(f"llilc-eh: error: [{e.stage}/{e.kind}] {e.describe()}", file=sys.stderr)
+        return EXIT_UNUSABLE if e.stage == "assembly" else EXIT_FINDINGS
+    failures = batch.run_failures(run)
+    for f in failures:
+        at = f", {batch.offset_text(f)}" if f["offset"] is not None else ""
+        print(f"llilc-eh: finding: [{f['stage']}/{f['kind']}] method {f['method']}{at}: {f['reason']}",
+              file=sys.stderr)
+    return EXIT_FINDINGS if failures else EXIT_CLEAN
 
 
 def cmd_validate(args) -> int:
+    from .view.emit import check_output_file
+
     files = batch.expand_inputs(args.inputs)
     if not files:
-        raise LlilcEhError(f"no assemblies in {' '.join(args.inputs)}")
+        raise LlilcEhError(f"no assemblies (*.dll, *.exe) in {' '.join(args.inputs)}", kind="bad-input")
+    if args.json:
+        check_output_file(args.json, "--json")
+    if args.timings:
+        check_output_file(args.timings, "--timings")
     t0 = time.perf_counter()
-    reports = batch.run(files, jobs=args.jobs, progress=not args.quiet, translate=args.translate, opt=args.opt)
+    finished: dict[str, batch.FileReport] = {}
+    try:
+        reports = batch.run(files, jobs=args.jobs, progress=not args.quiet, translate=args.translate,
+                            opt=args.opt, finished=finished)
+    except (KeyboardInterrupt, Interrupted):
+        # What finished is still a result: its summary, no report files (they would pass for whole).
+        done = [finished[f] for f in dict.fromkeys(files) if f in finished]
+        print(batch.summary(done, time.perf_counter() - t0, interrupted=(len(done), len(set(files)))))
+        if args.list_failures:
+            _list_failures(done)
+        sys.stdout.flush()
+        raise
     wall = time.perf_counter() - t0
     if args.json:
         Path(args.json).write_text(batch.json_report(reports))
@@ -243,15 +344,29 @@ def cmd_validate(args) -> int:
         Path(args.timings).write_text(batch.timings_report(reports))
     print(batch.summary(reports, wall))
     if args.list_failures:
-        for r in reports:
-            for f in r.failures + r.translate_failures:
-                print(f"{Path(r.path).name}: [{f['stage']}:{f['kind']}] {f['method']}, "
-                      + (f"{batch.offset_text(f)}: " if f["offset"] is not None else "") + f["reason"])
-    return 0
+        _list_failures(reports)
+    return EXIT_FINDINGS if any(batch.failure_records(r) for r in reports) else EXIT_CLEAN
+
+
+def _list_failures(reports: list[batch.FileReport]) -> None:
+    """`--list-failures`: every record `batch.failure_records` counts, file errors included."""
+    for r in reports:
+        for f in batch.failure_records(r):
+            where = ", ".join(x for x in (f["method"], batch.offset_text(f) if f["offset"] is not None else None)
+                              if x)
+            print(f"{Path(r.path).name}: [{f['stage']}:{f['kind']}] " + (f"{where}: " if where else "") + f["reason"])
+
+
+def _add_run_parser(sub) -> None:
+    """`run` (llilc-eh as CoreCLR's alt JIT) keeps its parser and command in llilc_eh.runtime.driver."""
+    from .runtime.driver import add_parser
+    add_parser(sub)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="llilc-eh", description=__doc__.splitlines()[0])
+    ap = ArgumentParser(prog="llilc-eh", description=__doc__.splitlines()[0], epilog=EXIT_STATUS,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--debug", action="store_true", help="print the traceback of an internal error")
     sub = ap.add_subparsers(dest="command")
     p = sub.add_parser("il", help="IL listing with regions, raw clauses and the region tree")
     _add_method_args(p)
@@ -269,6 +384,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"runtime ABI profile of the clause table (default {DEFAULT_PROFILE.value})")
     p.add_argument("--clone-finally", action="store_true",
                    help="give every leave its own normal-path copy of each finally (default: continuation selectors)")
+    p.add_argument("--target", choices=("win-x64", "linux-x64"), default="win-x64",
+                   help="whose code: win-x64 (default) or linux-x64, the code `run` installs in CoreCLR on Linux "
+                        "(SysV convention, funclet entry thunks, data cells, write barriers; llilc_eh.target)")
     p.add_argument("--pad-markers", action="store_true",
                    help="a zero-byte identity marker in every pad: exact funclet identity, but LLVM then keeps "
                         "empty cleanups (default: identity from the other evidence)")
@@ -297,24 +415,94 @@ def build_parser() -> argparse.ArgumentParser:
                         "so not in the JSON report)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_validate)
+    _add_run_parser(sub)
+    _everywhere(sub)
     return ap
 
 
+def _everywhere(sub) -> None:
+    """The options every subcommand takes after its name too, and the exit status in its help."""
+    for p in sub.choices.values():
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help="print the traceback of an internal error")
+        p.epilog = EXIT_STATUS
+        p.formatter_class = argparse.RawDescriptionHelpFormatter
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    """The one boundary between the pipeline and the shell: whatever happens becomes an exit
+    status (`EXIT_STATUS`) and at most a line on stderr, never a traceback (unless --debug)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in argv               # before parsing too: building the parser may fail
+    with _sigterm_as_interrupt():
+        try:
+            args = _parse(argv)
+            debug = args.debug
+            batch.tune_gc()
+            return args.func(args)
+        except UsageError as e:
+            sys.stderr.write(f"{e.usage}{e}\n")
+            return EXIT_UNUSABLE
+        except SystemExit as e:             # --help
+            return e.code if isinstance(e.code, int) else EXIT_UNUSABLE
+        except LlilcEhError as e:
+            print(f"llilc-eh: error: {e}", file=sys.stderr)
+            return EXIT_UNUSABLE
+        except KeyboardInterrupt:
+            print("llilc-eh: interrupted", file=sys.stderr)
+            return EXIT_SIGNAL + signal.SIGINT
+        except Interrupted as e:
+            print(f"llilc-eh: interrupted ({signal.Signals(e.signum).name})", file=sys.stderr)
+            return EXIT_SIGNAL + e.signum
+        except BrokenPipeError:
+            _quiet_stdout()
+            return EXIT_SIGNAL + signal.SIGPIPE
+        except Exception as e:  # noqa: BLE001 - the boundary: a bug of ours is one line, not a traceback
+            if debug:
+                traceback.print_exc()
+            print(f"llilc-eh: internal error: {type(e).__name__}: {e} (--debug shows the traceback)",
+                  file=sys.stderr)
+            return EXIT_FINDINGS
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
     ap = build_parser()
-    args = ap.parse_args(argv or ["translate"])
-    if not getattr(args, "func", None):
-        ap.print_help()
-        return 2
-    batch.tune_gc()
+    args = ap.parse_args(argv)
+    if args.command is None:                # `llilc-eh [--debug]`: the translate view of the sample
+        args = ap.parse_args([*argv, "translate"])
+    return args
+
+
+class _sigterm_as_interrupt:  # noqa: N801 - used as a context manager
+    """SIGTERM raises `Interrupted` while a command runs (main thread only), so it stops a
+    batch like Ctrl-C does: partial summary, workers ended, status 143."""
+
+    def __enter__(self):
+        self.previous = None
+        try:
+            self.previous = signal.signal(signal.SIGTERM, self._raise)
+        except ValueError:                  # not the main thread: leave signals alone
+            pass
+        return self
+
+    @staticmethod
+    def _raise(signum, _frame):
+        raise Interrupted()
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)
+        return False
+
+
+def _quiet_stdout() -> None:
+    """After EPIPE: point stdout at /dev/null so the interpreter's final flush stays silent."""
+    import os
     try:
-        return args.func(args)
-    except LlilcEhError as e:
-        print(f"llilc-eh: error: {e}", file=sys.stderr)
-        return 1
-    except BrokenPipeError:
-        return 0
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

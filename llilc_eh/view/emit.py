@@ -10,12 +10,22 @@
 
 A run that stopped writes what it produced. Same input, byte-identical files (no timings
 in report.json unless asked for).
+
+Output paths (`--emit-dir`, and every FILE option of the command line) are checked before
+any work by `prepare_folder` and `check_output_file`: a batch must not find out after an
+hour that its report cannot be written. They try what the run will do (create the folder,
+open the file) rather than ask `os.access`, which says yes to root everywhere.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import tempfile
 from pathlib import Path
+
+from ..errors import LlilcEhError
 
 from .method import MethodView
 from .report import report
@@ -39,12 +49,52 @@ def unwind_records_json(view: MethodView) -> list[dict]:
             for n, rec in enumerate(view.unwind)]
 
 
+def _refuse(option: str, path: str | Path, why: str) -> LlilcEhError:
+    return LlilcEhError(f"{option} {path}: {why}", kind="bad-output-path")
+
+
+def prepare_folder(folder: str | Path, option: str = "--emit-dir") -> Path:
+    """The output folder, created (with its parents) if missing; an `LlilcEhError` naming it
+    when it is a file, cannot be created or cannot be written into."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise _refuse(option, folder, "exists and is not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        raise _refuse(option, folder, f"cannot write into it: {e.strerror}") from None
+    return folder
+
+
+def check_output_file(path: str | Path, option: str) -> Path:
+    """A FILE the run will write at its end, checked now: its folder exists, and the file can
+    be opened for writing (an existing file is opened for appending, so it is left as it was;
+    a new one is created and removed again)."""
+    path = Path(path)
+    if path.is_dir():
+        raise _refuse(option, path, "is a folder")
+    parent = path.parent
+    if not parent.is_dir():
+        raise _refuse(option, path, f"its folder {parent} does not exist")
+    existed = path.exists()
+    try:
+        with open(path, "ab" if existed else "xb"):
+            pass
+    except OSError as e:
+        raise _refuse(option, path, f"cannot be written: {e.strerror}") from None
+    if not existed:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    return path
+
+
 def emit(view: MethodView, folder: str | Path, *, timings: bool = False) -> list[Path]:
     """Write the artifacts into `folder` (created); the paths written, in a fixed order. An
     artifact this run does not have (rodata.bin of a method without read-only data, the later
     stages' files of a run that stopped) is removed, so the folder never mixes two runs."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = prepare_folder(folder)
     run = view.run
     files: list[tuple[str, bytes | str]] = []
     if run.reader is not None:
@@ -76,4 +126,4 @@ def emit(view: MethodView, folder: str | Path, *, timings: bool = False) -> list
     return written
 
 
-__all__ = ["ARTIFACTS", "dumps", "emit", "unwind_records_json"]
+__all__ = ["ARTIFACTS", "check_output_file", "dumps", "emit", "prepare_folder", "unwind_records_json"]

@@ -32,7 +32,9 @@ def test_default_runs_on_the_embedded_sample():
 def test_il_json_matches_listing():
     proc = llilc("il", str(sample_path()), "--method", "Tests.CatchAndFilter.Program::CatchFilterCatch", "--json")
     assert proc.returncode == 0, proc.stderr
-    data = json.loads(proc.stdout)
+    doc = json.loads(proc.stdout)
+    assert doc["command"] == "il" and doc["assembly"] == "sample.dll" and len(doc["methods"]) == 1
+    data = doc["methods"][0]
     assert [c["kind"] for c in data["clauses"]] == ["catch", "filter", "catch"]
     assert data["clauses"][0]["class"] == "[mscorlib]System.ArgumentException"
     kinds = [r["kind"] for r in data["regions"]]
@@ -57,7 +59,8 @@ def test_validate_survives_bad_files_and_is_deterministic(tmp_path):
     for n in (1, 2):
         report = tmp_path / f"r{n}.json"
         proc = llilc("validate", str(folder), "--jobs", str(n), "--json", str(report), "-q")
-        assert proc.returncode == 0, proc.stderr
+        assert proc.returncode == 2, proc.stderr            # ran; two files are file errors
+        assert "failures: 2 (0 methods, 2 unreadable files)" in proc.stdout
         outs.append(report.read_bytes())
     assert outs[0] == outs[1]
     files = {Path(f["path"]).name: f for f in json.loads(outs[0])["files"]}
@@ -78,7 +81,8 @@ def test_validate_translate_runs_the_whole_pipeline(tmp_path):
         report, timings = tmp_path / f"r{n}.json", tmp_path / f"t{n}.tsv"
         proc = llilc("validate", str(folder), "--translate", "--jobs", str(n), "--json", str(report),
                      "--timings", str(timings), "-q")
-        assert proc.returncode == 0, proc.stderr
+        assert proc.returncode == 2, proc.stderr            # broken.dll is a file error
+        assert "failures: 1 (0 methods, 1 unreadable file): file:not-a-clr-assembly 1" in proc.stdout
         outs.append(report.read_bytes())
         sample = next(f for f in json.loads(outs[-1])["files"] if f["path"].endswith("sample.dll"))
         assert sample["translated"] == sample["with_eh"] == 67 and sample["translate_failures"] == []
@@ -98,7 +102,9 @@ def test_r2r_side_by_side():
     assert "funclet 5  [0x0303, 0x033e)" in out
     assert "<- cloned-finally" in out and "finally-became-fault" in out
     assert "validator: 0 finding(s)" in out and "PUSH_NONVOL reg=RBX" in out
-    js = json.loads(llilc("r2r", str(dll), "--method", "System.Data.DataTable::set_Locale", "--json").stdout)
+    doc = json.loads(llilc("r2r", str(dll), "--method", "System.Data.DataTable::set_Locale", "--json").stdout)
+    assert doc["command"] == "r2r" and len(doc["methods"]) == 1
+    js = doc["methods"][0]
     assert len(js["native_clauses"]) == 9 and len(js["ranges"]) == 6 and js["findings"] == []
 
 
@@ -113,6 +119,6 @@ def test_translate_prints_the_verified_module_with_il_offsets():
     out = proc.stdout
     assert "catchswitch within none [label %catch0, label %filter-handler1, label %catch2]" in out
     assert '; IL_0000:  ldstr "try: throw"' in out and "$filter1" in out
-    js = json.loads(llilc("translate", "--method", "Tests.FinallyTwoTargets.Program::TwoTargets", "--stage", "ir",
-                         "--json").stdout)
+    js, = json.loads(llilc("translate", "--method", "Tests.FinallyTwoTargets.Program::TwoTargets", "--stage", "ir",
+                          "--json").stdout)["methods"]
     assert list(js["selector_cases"].values()) == [2] and js["cleanuppads"] == 1

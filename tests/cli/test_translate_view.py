@@ -41,6 +41,13 @@ def run_main(capsys, *args: str) -> tuple[int, str, str]:
     return rc, out, err
 
 
+def only_method(text: str) -> dict:
+    """The one method document of a `--json` print ({"command", "assembly", "methods": [...]})."""
+    doc = json.loads(text)
+    assert doc["command"] == "translate" and len(doc["methods"]) == 1
+    return doc["methods"][0]
+
+
 @pytest.fixture(scope="module")
 def reports():
     """The --json report of each test method, computed once."""
@@ -49,7 +56,7 @@ def reports():
         text = io.StringIO()
         with contextlib.redirect_stdout(text):
             assert cli.main(["translate", "--method", method, "--json"]) == 0
-        out[method] = json.loads(text.getvalue())
+        out[method] = only_method(text.getvalue())
     return out
 
 
@@ -164,21 +171,21 @@ def test_json_is_deterministic_and_timings_only_on_request(capsys):
     rc, first, _ = run_main(capsys, "translate", "--method", FINALLY, "--json")
     assert rc == 0
     rc, second, _ = run_main(capsys, "translate", "--method", FINALLY, "--json")
-    assert first == second and "timings" not in json.loads(first)
+    assert first == second and "timings" not in only_method(first)
     rc, timed, _ = run_main(capsys, "translate", "--method", FINALLY, "--json", "--timings")
-    assert set(json.loads(timed)["timings"]) >= {"il", "reader", "codegen", "clauses"}
+    assert set(only_method(timed)["timings"]) >= {"il", "reader", "codegen", "clauses"}
 
 
 def test_profiles_and_opt_levels(capsys):
     rc, out, err = run_main(capsys, "translate", "--opt", "0", "--profile", "nativeaot", "--json")
     assert rc == 0, err
-    js = json.loads(out)
+    js = only_method(out)
     assert js["options"] == {"opt": 0, "profile": "nativeaot", "clone_finally": False}
     assert js["method"]["name"] == DEFAULT and js["clauses"]["profile"] == "nativeaot"
     assert not any(c["duplicate"] for c in js["clauses"]["clauses"])      # NativeAOT: no duplicates
     rc, out, err = run_main(capsys, "translate", "--method", FINALLY, "--clone-finally", "--json", "--stage", "ir")
     assert rc == 0, err
-    assert json.loads(out)["selector_cases"] == {}                        # a copy per leave: no selectors
+    assert only_method(out)["selector_cases"] == {}                        # a copy per leave: no selectors
 
 
 # --------------------------------------------------------------------------------------------
@@ -191,11 +198,11 @@ def test_emit_dir_writes_every_artifact_consistently(tmp_path, capsys):
     (folder / "rodata.bin").write_bytes(b"from an earlier run")
     rc, out, err = run_main(capsys, "translate", "--emit-dir", str(folder), "--json")
     assert rc == 0, err
-    js = json.loads(out)
+    js = only_method(out)
     names = {p.name for p in folder.iterdir()}
     assert names == {"method.ll", "method.obj", "method.s", "image.bin", "clauses.bin", "pdata.bin", "unwind.bin",
                      "unwind.json", "report.json", "layout.svg"}          # no read-only data in this method
-    assert (folder / "report.json").read_text() == out
+    assert json.loads((folder / "report.json").read_text()) == js
     assert (folder / "clauses.bin").read_bytes() == bytes.fromhex(js["clauses"]["hex"])
     image = (folder / "image.bin").read_bytes()
     assert len(image) == js["image"]["code_size"] and image.hex() == js["image"]["code"]
@@ -252,7 +259,7 @@ def test_stage_ir_still_prints_only_the_module(capsys):
     assert out.startswith("; llilc-eh reader:") and "===" not in out and "push" not in out
     assert "catchswitch within none [label %catch0, label %filter-handler1, label %catch2]" in out
     rc, out, err = run_main(capsys, "translate", "--method", FINALLY, "--stage", "ir", "--json")
-    js = json.loads(out)
+    js = only_method(out)
     assert list(js["selector_cases"].values()) == [2] and js["cleanuppads"] == 1 and js["module"].startswith(";")
 
 
@@ -289,7 +296,7 @@ def test_a_failing_stage_prints_what_came_before_and_the_error(capsys, monkeypat
 
     monkeypatch.setattr("llilc_eh.pipeline.link_final_image", refuse)
     rc, out, err = run_main(capsys, "translate", "--no-timings")
-    assert rc == 1
+    assert rc == 2                                      # ran, and a stage failed
     for s in ("=== il", "=== ir", "=== funclets", "=== checks", "=== error"):
         assert s in out
     assert "=== image" not in out and "=== clauses" not in out
@@ -297,6 +304,6 @@ def test_a_failing_stage_prints_what_came_before_and_the_error(capsys, monkeypat
     assert "stage backend, kind relink" in error and "offset +0x12" in error and DEFAULT in error
     assert "llilc-eh: error: [backend/relink]" in err and DEFAULT in err and "no room for the funclets" in err
     rc, out, err = run_main(capsys, "translate", "--json")
-    js = json.loads(out)
-    assert rc == 1 and js["error"]["kind"] == "relink" and js["error"]["offset"] == 0x12
+    js = only_method(out)
+    assert rc == 2 and js["error"]["kind"] == "relink" and js["error"]["offset"] == 0x12
     assert js["image"] is None and js["clauses"] is None and js["ir"]["module"]
