@@ -25,8 +25,23 @@ class BitReader:
 
     def _need(self, count: int) -> None:
         if self.pos + count > self.limit:
-            raise GcInfoError(f"truncated: {count} bit(s) needed at bit {self.pos}, the data has {self.limit}",
-                              offset=self.pos, kind="truncated-gcinfo")
+            raise GcInfoError(f"truncated: {number(count)} bit(s) needed at bit {self.pos}, the data has "
+                              f"{self.limit}", offset=self.pos, kind="truncated-gcinfo")
+
+    def seek(self, pos: int, what: str) -> None:
+        """Go to `pos` (a pointer target), refusing one past the data."""
+        if not 0 <= pos <= self.limit:
+            raise GcInfoError(f"{what} points to bit {number(pos)}, past the {self.limit} bits of the data",
+                              offset=self.pos, kind="bad-gcinfo-pointer")
+        self.pos = pos
+
+    def set_bits(self, count: int) -> tuple[int, ...]:
+        """Read `count` one-bit flags at once: the indices of those set."""
+        value = self.bits(count)
+        if not value:
+            return ()
+        text = bin(value)[:1:-1]   # least significant first
+        return tuple(i for i, c in enumerate(text) if c == "1")
 
     def bits(self, count: int) -> int:
         if count == 0:
@@ -129,6 +144,11 @@ class BitWriter:
 
     def to_bytes(self) -> bytes:
         return self.value.to_bytes((self.count + 7) // 8, "little")
+
+
+def number(value: int) -> str:
+    """A count or position for a message: garbage can make them astronomically large."""
+    return str(value) if value < 10**15 else f"~2**{value.bit_length()}"
 
 
 def size_of_var_unsigned(value: int, base: int) -> int:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .bitstream import BitReader, BitWriter, ceil_of_log2, size_of_var_unsigned
+from .bitstream import BitReader, BitWriter, ceil_of_log2, number, size_of_var_unsigned
 from .errors import GcInfoError
 from .structs import (GENERICS_INST_CONTEXT_MASK, GENERICS_INST_CONTEXT_SHIFT, GC_INFO_FLAGS_BIT_SIZE,
                       HEADER_FIELDS, LIVESTATE_RLE_RUN_ENCBASE, LIVESTATE_RLE_SKIP_ENCBASE,
@@ -102,7 +102,8 @@ class GcInfo:
     # and for each safe point the index of its set. Empty when nothing is tracked.
     live_sets: tuple[tuple[int, ...], ...] = ()
     safe_point_live_set: tuple[int, ...] = ()
-    # Fully interruptible code: one entry per 64-byte chunk (None: no pointer).
+    # Fully interruptible code: one entry per 64-byte chunk (None: no pointer); empty when no
+    # chunk has any (the pointer size is then 0).
     chunks: tuple[Chunk | None, ...] = ()
 
     # ---------------------------------------------------------------- derived
@@ -212,6 +213,9 @@ def decode_sized(data: bytes | memoryview) -> tuple[GcInfo, int]:
     if flags & GcInfoHeaderFlags.HAS_STACK_BASE_REGISTER and slim:
         values["stack_base_register"] = RBP
     code_length = values["code_length"]
+    if code_length >> 32:
+        raise GcInfoError(f"code length {number(code_length)} does not fit the runtime's UINT32",
+                          offset=r.pos, kind="bad-gcinfo")
     num_safe_points = values.pop("num_safe_points")
     num_ranges = values.pop("num_interruptible_ranges") or 0
     if values["size_of_stack_area"] is None:
@@ -222,7 +226,7 @@ def decode_sized(data: bytes | memoryview) -> tuple[GcInfo, int]:
     safe_points: tuple[int, ...] = ()
     if num_safe_points:
         if code_length == 0:
-            raise GcInfoError(f"{num_safe_points} safe point(s) in a method of code length 0",
+            raise GcInfoError(f"{number(num_safe_points)} safe point(s) in a method of code length 0",
                               offset=r.pos, kind="bad-gcinfo")
         width = ceil_of_log2(code_length)
         _room(r, num_safe_points * max(width, 1), "safe points")
@@ -235,6 +239,9 @@ def decode_sized(data: bytes | memoryview) -> tuple[GcInfo, int]:
     for _ in range(num_ranges):
         start = last_stop + r.read(RANGE_START_DELTA)
         stop = start + r.read(RANGE_LENGTH_MINUS_ONE) + 1
+        if stop > code_length:   # the encoder asserts it; it also bounds the chunk count
+            raise GcInfoError(f"interruptible range ends at {number(stop)}, past the code length {code_length}",
+                              offset=r.pos, kind="bad-gcinfo")
         ranges.append((start, stop))
         last_stop = stop
 
@@ -253,7 +260,7 @@ def decode_sized(data: bytes | memoryview) -> tuple[GcInfo, int]:
             pointers = tuple(r.bits(width) for _ in range(num_safe_points))
         else:
             _room(r, num_safe_points * num_tracked, "live states")
-            vectors = [tuple(i for i in range(num_tracked) if r.bit()) for _ in range(num_safe_points)]
+            vectors = [r.set_bits(num_tracked) for _ in range(num_safe_points)]
             order: dict[tuple[int, ...], int] = {}
             set_index = tuple(order.setdefault(v, len(order)) for v in vectors)
             live_sets = tuple(order)
@@ -272,14 +279,13 @@ def decode_sized(data: bytes | memoryview) -> tuple[GcInfo, int]:
         distinct = sorted(set(pointers))
         sets = []
         for p in distinct:
-            r.pos = second + p
+            r.seek(second + p, "a live-set pointer")
             sets.append(_read_live_vector(r, num_tracked))
         live_sets = tuple(sets)
         set_index = tuple(distinct.index(p) for p in pointers)
     chunks: tuple[Chunk | None, ...] = ()
-    if num_chunks:
-        chunks = tuple(_read_chunk(r, second + p - 1, num_tracked) if p else None
-                       for p in (chunk_pointers or (0,) * num_chunks))
+    if chunk_pointers:
+        chunks = tuple(_read_chunk(r, second + p - 1, num_tracked) if p else None for p in chunk_pointers)
     consumed_bits = max(first_part_end, r.high_water)
     info = GcInfo(
         return_kind=return_kind,
@@ -295,7 +301,7 @@ def decode_sized(data: bytes | memoryview) -> tuple[GcInfo, int]:
 def _room(r: BitReader, bits: int, what: str) -> None:
     """Refuse counts the remaining data cannot hold before looping over them."""
     if bits > r.remaining:
-        raise GcInfoError(f"{what} need {bits} bits at bit {r.pos}, {r.remaining} remain",
+        raise GcInfoError(f"{what} need {number(bits)} bits at bit {r.pos}, {r.remaining} remain",
                           offset=r.pos, kind="truncated-gcinfo")
 
 
@@ -350,7 +356,7 @@ def _read_live_vector(r: BitReader, n: int) -> tuple[int, ...]:
     slot) or run-length (1, then 0: skip first / 1: bases swapped). Returns the set slots."""
     if not r.bit():
         _room(r, n, "live-state vector")
-        return tuple(i for i in range(n) if r.bit())
+        return r.set_bits(n)
     bases = (RLE_RUN, RLE_SKIP) if r.bit() else (RLE_SKIP, RLE_RUN)
     live: list[int] = []
     i = r.read(bases[0])          # slots skipped before the first live one
@@ -362,16 +368,17 @@ def _read_live_vector(r: BitReader, n: int) -> tuple[int, ...]:
         i += count
         phase ^= 1
     if i > n:
-        raise GcInfoError(f"run-length vector covers {i} slots, the table has {n}", offset=r.pos,
+        raise GcInfoError(f"run-length vector covers {number(i)} slots, the table has {n}", offset=r.pos,
                           kind="bad-gcinfo")
     return tuple(live)
 
 
 def _read_chunk(r: BitReader, pos: int, n: int) -> Chunk:
-    r.pos = pos
+    r.seek(pos, "a chunk pointer")
     could = _read_live_vector(r, n)
     _room(r, len(could), "chunk final states")
-    final = tuple(s for s in could if r.bit())
+    final_bits = set(r.set_bits(len(could)))
+    final = tuple(s for k, s in enumerate(could) if k in final_bits)
     transitions = []
     for s in could:
         while r.bit():
@@ -605,7 +612,7 @@ def _encode_chunks(w: BitWriter, second: BitWriter, info: GcInfo, tracked: int) 
 # ====================================================================== what llilc-eh emits
 
 def for_method(code_length: int, psp_sym_offset: int | None, frame_register: int | None,
-               has_funclets: bool) -> bytes:
+               has_funclets: bool, *, return_kind: ReturnKind = ReturnKind.SCALAR) -> bytes:
     """The GC info llilc-eh hands `allocGCInfo` for one method (see docs/decisions.md, GC info).
 
     No slots and no safe points: with nothing tracked the runtime's EnumerateLiveSlots finds no
@@ -615,16 +622,20 @@ def for_method(code_length: int, psp_sym_offset: int | None, frame_register: int
     for a method with funclets the PSPSym slot (Initial-SP relative), which the runtime reads to
     find the parent frame from a funclet, and WantsReportOnlyLeaf, as RyuJIT reports it for every
     method with funclets (the parent frame of a funclet is then not reported twice); the frame
-    register as the stack base register when the method has one."""
-    return encode(method_info(code_length, psp_sym_offset, frame_register, has_funclets))
+    register as the stack base register when the method has one. `return_kind` says whether
+    the method returns an object or a byref in RAX: the runtime reads it when it hijacks the
+    method's return address to suspend the thread (threadsuspend.cpp GetReturnKind)."""
+    return encode(method_info(code_length, psp_sym_offset, frame_register, has_funclets,
+                              return_kind=return_kind))
 
 
 def method_info(code_length: int, psp_sym_offset: int | None, frame_register: int | None,
-                has_funclets: bool) -> GcInfo:
+                has_funclets: bool, *, return_kind: ReturnKind = ReturnKind.SCALAR) -> GcInfo:
     """The GcInfo value `for_method` encodes."""
     if has_funclets and psp_sym_offset is None:
         raise GcInfoError("a method with funclets needs its PSPSym slot", kind="unencodable-gcinfo")
     return GcInfo(code_length=code_length,
+                  return_kind=return_kind,
                   psp_sym_offset=psp_sym_offset if has_funclets else None,
                   stack_base_register=frame_register,
                   wants_report_only_leaf=has_funclets)

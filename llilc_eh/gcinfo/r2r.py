@@ -35,6 +35,21 @@ def gc_info_bytes(image: ReadyToRunImage, method: R2RMethod) -> memoryview:
     return unwind[(size + 3) & ~3:]
 
 
+def round_trip(data: bytes | memoryview, info: GcInfo | None = None,
+               size: int | None = None) -> tuple[bool, bytes | None]:
+    """Does `encode(decode(data))` give back the GC info at the start of `data` byte for byte?
+    (The encoder may write trailing zero bits the decoder never reads — an untracked-only
+    table still gets its live-state flag — so the re-encoding must cover at least what the
+    decoder read and equal the data over its own length.) Returns (same, re-encoding)."""
+    if info is None or size is None:
+        info, size = decode_sized(data)
+    try:
+        again = encode(info)
+    except GcInfoError:
+        return False, None
+    return len(again) >= size and bytes(data[:len(again)]) == again, again
+
+
 def gc_info_version(image: ReadyToRunImage) -> int:
     return 1 if image.header.major_version == 1 else 2
 
@@ -64,6 +79,7 @@ class Survey:
     """Counts over the GC infos of one or more images."""
 
     bodies: int = 0
+    funclet_bodies: int = 0           # bodies with funclets (all of them, shared blobs or not)
     decoded: int = 0
     distinct: int = 0                 # distinct GC info blobs (bodies may share one)
     round_tripped: int = 0
@@ -91,7 +107,7 @@ class Survey:
 
     def __str__(self) -> str:
         feats = ", ".join(f"{k} {n}" for k, n in sorted(self.features.items()))
-        return (f"{self.bodies} bodies, {self.decoded} GC infos decoded ({self.distinct} distinct blobs, "
+        return (f"{self.bodies} bodies ({self.funclet_bodies} with funclets), {self.decoded} GC infos decoded ({self.distinct} distinct blobs, "
                 f"{self.decode_errors} errors); round trip: {self.round_tripped} identical, "
                 f"{self.not_round_tripped} different; {self.violations} invariant violation(s); "
                 f"slim {self.slim}, fat {self.fat}; {self.with_funclets} with funclets "
@@ -103,12 +119,16 @@ class Survey:
 def survey_image(path: str | Path, limit: int | None = None) -> Survey:
     """Decode, check and re-encode the GC info of every body of one R2R image."""
     image = ReadyToRunImage.open(path)
+    if gc_info_version(image) != 2:
+        raise GcInfoError(f"{Path(path).name}: ReadyToRun {image.header.version} carries GC info version 1, "
+                          f"not read here", kind="unsupported-gcinfo-version")
     out = Survey()
     seen: set[int] = set()
     for n, method in enumerate(image.methods()):
         if limit is not None and n >= limit:
             break
         out.bodies += 1
+        out.funclet_bodies += bool(method.funclets)
         try:
             data = gc_info_bytes(image, method)
             info, size = decode_sized(data)
@@ -127,12 +147,8 @@ def survey_image(path: str | Path, limit: int | None = None) -> Survey:
         seen.add(rva)
         out.distinct += 1
         _tally(out, info, method)
-        try:
-            again = encode(info)
-        except GcInfoError as e:
-            again = None
-            out.examples.append(f"0x{method.rva:X}: re-encoding failed: {e}")
-        if again is not None and len(again) >= size and bytes(data[:len(again)]) == again:
+        same, again = round_trip(data, info, size)
+        if same:
             out.round_tripped += 1
         else:
             out.not_round_tripped += 1
@@ -161,7 +177,7 @@ def _tally(out: Survey, info: GcInfo, method: R2RMethod) -> None:
                      ("reverse-pinvoke", info.reverse_pinvoke_frame_slot is not None),
                      ("stack-area", info.size_of_stack_area != 0),
                      ("untracked", info.num_untracked > 0),
-                     ("live-set-indirection", bool(info.live_sets) and len(info.live_sets) < len(info.safe_points)),
+                     ("shared-live-sets", bool(info.live_sets) and len(info.live_sets) < len(info.safe_points)),
                      ("struct-return", info.return_kind > 3)):
         if on:
             out.features[name] += 1
