@@ -158,8 +158,10 @@ class Pipeline:
 
     def __init__(self, asm: Assembly, pool: CodegenPool | None, *, opt: int = 2,
                  profile: Profile | str = DEFAULT_PROFILE, options: Options | None = None,
-                 differential: bool = True, verify_image: bool = True):
+                 differential: bool = True, verify_image: bool = True,
+                 references: Sequence[str] = ()):
         self.asm, self.pool, self.opt = asm, pool, opt
+        self.references = tuple(references)     # `--reference` folders, for the JIT-EE
         self.profile = Profile(profile)
         self.options = options if options is not None else Options()
         self.differential, self.verify_image = differential, verify_image
@@ -168,7 +170,7 @@ class Pipeline:
     @property
     def ee(self) -> JitEE:
         if self._ee is None:
-            self._ee = JitEE(self.asm)
+            self._ee = JitEE(self.asm, references=self.references)
         return self._ee
 
     # -- the halves ---------------------------------------------------------------------------
@@ -256,7 +258,15 @@ class Pipeline:
                 run, future = pending.popleft()
                 return self.back(run, future.result()) if future is not None else run
             for rid in rids:
-                run = self.front(rid, (analyzed or {}).get(rid))
+                try:
+                    run = self.front(rid, (analyzed or {}).get(rid))
+                except Exception:
+                    # A bug of ours in this method (not a stage's refusal): the caller must
+                    # meet it at this method's turn, not at the turn of a method still in
+                    # flight before it (which would be blamed for it), so hand those out first.
+                    while pending:
+                        yield finish_one()
+                    raise
                 future = None
                 if run.error is None:
                     future = waiters.submit(self._compile, run)

@@ -8,14 +8,21 @@ assemblies it references from disk as needed. Every answer is cached and determi
 Type identity and resolution
 ----------------------------
 Signatures name types by TypeDef/TypeRef/TypeSpec tokens of the module they sit in. A TypeRef
-is resolved by its resolution scope: an AssemblyRef names a file `<name>.dll` (or `.exe`)
-found beside the compiled assembly or in a directory of the search path (default: the corpus'
-CoreCLR 3.1 framework folder, `Corpus().framework_dir`, when it exists; that is where
-`mscorlib`, `netstandard` and `System.Runtime` live for the embedded sample and for
-Python.Runtime). Facades forward types through their ExportedType table; forwarders are
-followed across assemblies (netstandard -> System.Runtime -> System.Private.CoreLib). Nested
-TypeRefs resolve their enclosing type first. A type that cannot be found raises
-`ReaderError(kind="unresolved-type")` naming the type, the assembly and where we looked.
+is resolved by its resolution scope: an AssemblyRef is bound by identity (name, version,
+culture, public key token; `llilc_eh.assembly.resolve`) beside the compiled assembly (the
+folder the user named, symlinks kept), then in the `references` folders (flat or GAC), then
+in one framework: .NET Core 3.1.23 (the corpus) or the machine's Mono (GAC, 4.5, facades).
+`framework` is chosen once per compiled assembly from the assembly alone: the framework it is
+part of; .NET Core when it references System.Runtime, System.Private.CoreLib or netstandard;
+for a .NET Framework (mscorlib) assembly .NET Core when its facades hold every type the
+assembly names, else the one that does (Mono) -- never a per-type mixture. Facades forward
+types through their ExportedType table; forwarders are bound like references (netstandard ->
+System.Runtime -> System.Private.CoreLib). Nested TypeRefs resolve their enclosing type first.
+A type that cannot be found raises `ReaderError(kind="unresolved-type")` naming the type, the
+assembly's identity, every place tried, files found there that did not match and why, and
+why the framework was chosen. Every cache holds complete answers only (a failed binding is
+kept as its reason and raised again identically), so a method's outcome never depends on
+what was translated before it.
 
 Inside, types are carried module-qualified (`_Named(module, token, ...)`), with generic
 arguments substituted, so that a field of `List<T>` in CoreLib laid out for `T = int32` from
@@ -124,6 +131,7 @@ return type alone, add `:returntype`.
 from __future__ import annotations
 
 import enum
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,6 +140,9 @@ from typing import Iterable
 from llilc_eh.assembly.body import MethodBody
 from llilc_eh.assembly.loader import Assembly
 from llilc_eh.assembly.names import TokenKind
+from llilc_eh.assembly.resolve import (
+    Binder, Binding, Framework, installed_frameworks, reference_identity, reference_place, search_path_framework,
+)
 from llilc_eh.assembly.signatures import (
     ArrayType, ByRefType, CallKind, ElementType, FieldSig, FnPtrType, GenericInstType, GenericVar,
     MethodSig, ModifiedType, NamedType, PinnedType, PointerType, PrimitiveType, SzArrayType, TypeSig,
@@ -211,6 +222,8 @@ _PRIMITIVE_STRUCTS = {
     "Single": _ET.R4, "Double": _ET.R8, "IntPtr": _ET.I, "UIntPtr": _ET.U,
 }
 _CORELIB_NAMES = ("system.private.corelib", "mscorlib")
+# References that only .NET Core (and .NET Standard) assemblies make: such an assembly binds in .NET Core.
+_NETCORE_CONTRACTS = ("system.runtime", "system.private.corelib", "netstandard")
 _CONVERSION_OPERATORS = ("op_Implicit", "op_Explicit")
 _MAX_FORWARDS = 16
 
@@ -668,16 +681,23 @@ def _subst(sig: TypeSig, targs: tuple, margs: tuple) -> TypeSig:
 class JitEE:
     """Answers a JIT's questions about one compiled assembly (see the module docstring)."""
 
-    def __init__(self, asm: Assembly, search_path: Iterable[str | Path] | None = None):
-        """Referenced assemblies are looked up beside `asm`, then in `search_path` (default:
-        the corpus framework folder when it exists; `[]` for none)."""
+    def __init__(self, asm: Assembly, search_path: Iterable[str | Path] | None = None,
+                 references: Iterable[str | Path] = ()):
+        """Referenced assemblies are bound by identity (`assembly.resolve`): beside `asm` (the
+        folder named, symlinks kept), then in each of `references` (flat folders or GACs),
+        then in the framework chosen for `asm` among the installed ones (`framework`).
+        `search_path` replaces the installed frameworks by these folders (`[]`: none)."""
         self.asm = asm
-        if search_path is None:
-            search_path = _default_search_path()
-        dirs = [asm.path.resolve().parent] + [Path(d).resolve() for d in search_path]
-        self.search_path: tuple[Path, ...] = tuple(dict.fromkeys(dirs))
+        self._binder = Binder(Path(asm.path), tuple(reference_place(d) for d in references))
+        self._frameworks: tuple[Framework, ...] = (
+            installed_frameworks() if search_path is None else (search_path_framework(search_path),))
+        self._framework: tuple[Framework | None, str] | None = None
         self._main = _Module(asm)
-        self._modules: dict[str, _Module | None] = {self._main.name.lower(): self._main}
+        # Every cache below holds only complete answers, so that what one method asked
+        # never changes what the next one gets (a failed computation leaves no entry; a
+        # failed binding is cached as its full reason and raised again identically).
+        self._modules: dict[str, _Module] = {os.path.realpath(asm.path): self._main}
+        self._bindings: dict[tuple, _Module | Binding] = {}
         self._namers: dict[int, _SymbolNamer] = {}
         self._resolved: dict[tuple[int, int], tuple[_Module, int]] = {}
         self._norm_cache: dict[object, object] = {}
@@ -695,37 +715,113 @@ class JitEE:
     def assembly_name(self) -> str:
         return self._main.name
 
+    @property
+    def search_path(self) -> tuple[Path, ...]:
+        """Every folder a reference is looked up in, in order."""
+        framework, _ = self.framework
+        return tuple(dict.fromkeys(p.folder for p in self._binder.places(framework)))
+
     # -- assemblies and types ----------------------------------------------------------------
 
-    def _load(self, name: str) -> _Module | None:
-        key = name.lower()
-        if key in self._modules:
-            return self._modules[key]
-        found = None
-        for d in self.search_path:
-            for ext in (".dll", ".exe"):
-                path = d / (name + ext)
-                if not path.is_file():
+    @property
+    def framework(self) -> tuple[Framework | None, str]:
+        """The framework the compiled assembly's references bind in, and why that one
+        (docs/decisions.md, "Assembly resolution"): one per compiled assembly, chosen from
+        the assembly alone, so no method's outcome depends on another's."""
+        if self._framework is None:
+            self._framework = self._choose_framework()
+        return self._framework
+
+    def _choose_framework(self) -> tuple[Framework | None, str]:
+        frameworks = self._frameworks
+        if not frameworks:
+            return None, "no framework is installed"
+        if len(frameworks) == 1:
+            return frameworks[0], "the only one given"
+        main_path = Path(self.asm.path)
+        for f in frameworks:
+            if f.holds(main_path):
+                return f, f"{main_path.name} is part of it"
+        names = self._main.names
+        refs = [self._main.assembly_ref_name((TokenKind.ASSEMBLY_REF << 24) | rid)
+                for rid in range(1, names.row_count(TokenKind.ASSEMBLY_REF) + 1)]
+        core = [r for r in refs if r.lower() in _NETCORE_CONTRACTS]
+        netcore = next((f for f in frameworks if f.name == "netcore"), None)
+        if core and netcore is not None:
+            return netcore, f"{main_path.name} references {core[0]}, a .NET Core contract"
+        # A .NET Framework assembly (mscorlib): .NET Core runs it when its facades hold every
+        # type the assembly names; otherwise only a .NET Framework can, here Mono. Types that
+        # no framework holds (an application's own missing library) decide nothing.
+        misses = [self._misses(f) for f in frameworks]
+        nowhere = set.intersection(*(set(m) for m in misses))
+        own = [[t for t in m if t not in nowhere] for m in misses]
+        best = min(range(len(frameworks)), key=lambda i: (len(own[i]), i))
+        why = [f"{frameworks[i]} lacks {_some(own[i])}" for i in range(best) if own[i]]
+        if own[best]:
+            why.insert(0, f"it lacks the fewest of the types {main_path.name} names ({_some(own[best])})")
+        else:
+            why.insert(0, f"it holds every type {main_path.name} names"
+                       + (" that any framework holds" if nowhere else ""))
+        return frameworks[best], "; ".join(why)
+
+    def _misses(self, framework: Framework) -> list[str]:
+        """The types named by the compiled assembly's TypeRefs that `framework` (with the
+        places before it) does not hold, following type forwarders."""
+        main = self._main
+        out = []
+        for rid in range(1, main.names.row_count(TokenKind.TYPE_REF) + 1):
+            token = (TokenKind.TYPE_REF << 24) | rid
+            try:
+                scope = main.decode(main.row(token).ResolutionScope_CodedIndex, _RESOLUTION_SCOPE)
+                if scope >> 24 != TokenKind.ASSEMBLY_REF or not scope & 0xFFFFFF:
                     continue
-                try:
-                    module = _Module(Assembly(path))
-                except (AssemblyError, AttributeError):
-                    continue
-                if module.name.lower() == key:
-                    found = module
-                    break
-            if found:
-                break
-        self._modules[key] = found
-        return found
+                ns, name = main.type_ns_name(token)
+                what = main.names.type_name(token)
+                self._find_exported(self._load(main, scope, what, framework), ns, name, what, framework)
+            except LlilcEhError:
+                out.append(_type_name_or_token(main, token))
+        return out
+
+    def _bind(self, module: _Module, ref_token: int, framework: Framework | None) -> _Module | Binding:
+        """The module an AssemblyRef of `module` binds to in `framework`, or the failed Binding."""
+        ref = reference_identity(module.names, ref_token)
+        if ref.name.lower() == self._main.name.lower():
+            return self._main
+        key = (framework.name if framework else None, ref)
+        hit = self._bindings.get(key)
+        if hit is None:
+            binding = self._binder.bind(ref, framework)
+            hit = binding
+            if binding.path is not None:
+                real = os.path.realpath(binding.path)
+                hit = self._modules.get(real)
+                if hit is None:
+                    hit = self._modules[real] = _Module(self._binder.assembly(binding.path))
+            self._bindings[key] = hit
+        return hit
+
+    def _load(self, module: _Module, ref_token: int, what: str,
+              framework: Framework | None | bool = False) -> _Module:
+        """The module an AssemblyRef of `module` names (in the chosen framework unless one is
+        given); a ReaderError naming every place tried when there is none."""
+        if framework is False:
+            framework = self.framework[0]
+        hit = self._bind(module, ref_token, framework)
+        if isinstance(hit, Binding):
+            raise self._missing_assembly(what, hit, framework)
+        return hit
 
     def _unresolved(self, what: str, why: str) -> ReaderError:
         return ReaderError(f"type {what} cannot be resolved: {why}", kind="unresolved-type")
 
-    def _missing_assembly(self, what: str, assembly: str) -> ReaderError:
-        where = ", ".join(str(d) for d in self.search_path)
-        return self._unresolved(what, f"assembly {assembly} is not beside {self.asm.path.name} "
-                                      f"nor on the search path ({where})")
+    def _missing_assembly(self, what: str, binding: Binding, framework: Framework | None) -> ReaderError:
+        where = "; ".join(binding.tried)
+        text = f"assembly {binding.ref} is not beside {self.asm.path.name} nor on the search path ({where})"
+        if binding.rejected:
+            text += "; found but not matching: " + "; ".join(binding.rejected)
+        if self._framework is not None and framework is self._framework[0] and framework is not None:
+            text += f"; framework {framework}: {self._framework[1]}"
+        return self._unresolved(what, text)
 
     def _resolve(self, module: _Module, token: int) -> tuple[_Module, int]:
         """The TypeDef (module, rid) a TypeDef/TypeRef token of `module` denotes."""
@@ -749,11 +845,7 @@ class JitEE:
                 raise self._unresolved(what, f"{outer_mod.name} has no nested type {name}")
             result = (outer_mod, rid)
         elif skind == TokenKind.ASSEMBLY_REF and srid:
-            asm_name = module.assembly_ref_name(scope)
-            target = self._load(asm_name)
-            if target is None:
-                raise self._missing_assembly(what, asm_name)
-            result = self._find_exported(target, ns, name, what)
+            result = self._find_exported(self._load(module, scope, what), ns, name, what)
         elif skind == TokenKind.MODULE_REF and srid:
             raise self._unresolved(what, "types in other modules of a multi-module assembly are not supported")
         else:
@@ -762,8 +854,10 @@ class JitEE:
         self._resolved[key] = result
         return result
 
-    def _find_exported(self, module: _Module, ns: str, name: str, what: str) -> tuple[_Module, int]:
-        """A top-level type defined in `module` or forwarded by it (following forwarders)."""
+    def _find_exported(self, module: _Module, ns: str, name: str, what: str,
+                       framework: Framework | None | bool = False) -> tuple[_Module, int]:
+        """A top-level type defined in `module` or forwarded by it (following forwarders,
+        each bound by identity like any reference)."""
         seen = []
         for _ in range(_MAX_FORWARDS):
             seen.append(module.name)
@@ -775,11 +869,7 @@ class JitEE:
                 via = " -> ".join(seen)
                 raise self._unresolved(what, f"assembly {module.name} neither defines nor forwards it"
                                              + (f" (forwarded via {via})" if len(seen) > 1 else ""))
-            asm_name = module.assembly_ref_name(impl)
-            target = self._load(asm_name)
-            if target is None:
-                raise self._missing_assembly(what, asm_name)
-            module = target
+            module = self._load(module, impl, what, framework)
         raise self._unresolved(what, "type forwarders form a cycle: " + " -> ".join(seen))
 
     def _full_name(self, module: _Module, rid: int) -> str:
@@ -1488,14 +1578,18 @@ class JitEE:
 
 # --------------------------------------------------------------------------------- helpers
 
-def _default_search_path() -> list[Path]:
-    """The corpus' CoreCLR 3.1 framework folder, when it has been fetched."""
+def _some(names: list[str], shown: int = 3) -> str:
+    """`a, b, c and 4 more`."""
+    text = ", ".join(names[:shown])
+    return text + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+def _type_name_or_token(module: _Module, token: int) -> str:
+    """A TypeRef as ILDasm writes it, or its token when even that cannot be read."""
     try:
-        from llilc_eh.assembly.corpus import Corpus
-        framework = Corpus().framework_dir
-    except (OSError, KeyError, ValueError):
-        return []
-    return [framework] if framework.is_dir() else []
+        return module.names.type_name(token)
+    except LlilcEhError:
+        return f"0x{token:08X}"
 
 
 def _wrappers(sig: TypeSig):

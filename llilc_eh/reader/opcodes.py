@@ -817,7 +817,11 @@ class BlockTranslator:
 
     def field_address(self, ins, obj):
         f = self.tr.ee.field(ins.operand)
-        if f.is_static:
+        if obj is None and f.is_static is False:
+            raise self.tr.fail(f"{ins.op.name} of instance field {f.symbol}", ins.offset, "static-mismatch")
+        if f.is_static or obj is None:
+            # ldsfld/stsfld/ldsflda: a static field's address is its symbol, also when its
+            # MemberRef cannot be resolved (is_static None; was an AttributeError on `obj`).
             return self.global_(self.tr.ee.static_field_address(ins.operand), kind="static", token=ins.operand), f
         if obj.kind == "obj":
             self.null_check(obj.op)
