@@ -311,10 +311,13 @@ def _worker_init() -> None:
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
     """End an interrupted pool now: cancel what has not started and terminate the workers
     (they ignore SIGINT, and a file such as CoreLib takes minutes to finish)."""
-    pool.shutdown(wait=False, cancel_futures=True)
-    for process in list((getattr(pool, "_processes", None) or {}).values()):
+    # The executor has no public way to end its workers (3.14's terminate_workers); its own
+    # list of them is dropped by shutdown, so it is taken first.
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    for process in processes:
         process.terminate()
-    for process in list((getattr(pool, "_processes", None) or {}).values()):
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
         process.join()
 
 

@@ -10,6 +10,7 @@ paths are checked before any work; non-regular files never block a run.
 from __future__ import annotations
 
 import json
+import re
 import os
 import select
 import signal
@@ -274,8 +275,8 @@ def _wait_for_line(proc: subprocess.Popen, prefix: str, limit: float = 120) -> l
 def test_an_interrupted_validate_prints_the_summary_of_what_finished(inputs, tmp_path, jobs, signum):
     """`validate --translate` of CoreLib (minutes) beside a junk file larger than it (taken
     first, done at once): stopped after the junk file's progress line, the run ends with
-    128+signal, a summary of the one finished file, no report file and no traceback from
-    the process or its workers."""
+    128+signal, a summary of the one finished file, no report file, no traceback from the
+    process or its workers, and no worker left running."""
     junk = tmp_path / "junk.dll"
     with open(junk, "wb") as f:
         f.truncate(2 * inputs["corelib"].stat().st_size)       # sparse: no MZ header
@@ -285,13 +286,30 @@ def test_an_interrupted_validate_prints_the_summary_of_what_finished(inputs, tmp
     before = _wait_for_line(proc, "[1/2] junk.dll")
     os.killpg(proc.pid, signum)
     try:
-        out, err = proc.communicate(timeout=120)
+        out, err = proc.communicate(timeout=60)    # a guard: CoreLib alone takes minutes
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 128 + signum, err
+    # no worker (batch or LLVM) outlives the run: the process group is empty
+    for _ in range(100):
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)                            # LLVM workers exit on their pipe's EOF
+    else:
+        raise AssertionError("processes of the interrupted run are still alive")
     assert "interrupted: 1 of 2 files finished" in out and "junk.dll" in out
     assert "System.Private.CoreLib.dll" not in out
     assert "failures: 1 (0 methods, 1 unreadable file): file:bad-pe 1" in out
     assert err.startswith("llilc-eh: interrupted") and "Traceback" not in "".join(before) + err
     assert not report.exists()
+
+
+def test_readme_and_help_give_the_same_exit_statuses():
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    table = readme[readme.index("### Exit status"):]
+    in_readme = {int(m) for m in re.findall(r"^\| (\d+) \|", table, re.MULTILINE)}
+    in_help = {int(line.split()[0]) for line in cli.EXIT_STATUS.splitlines()[1:] if line[:5].strip().isdigit()}
+    assert in_readme == in_help == {0, 1, 2, 130, 141}
