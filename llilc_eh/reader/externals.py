@@ -16,7 +16,9 @@ Kinds:
   method-entry    a method's entry point as a value (ldftn)
   string          a string literal: the address of its pinned handle (constructStringLiteral,
                   IAT_PVALUE: the code loads the object from there)
-  class           a CORINFO_CLASS_HANDLE (allocation, casts, box, newarr, ldtoken, typed refs)
+  class           a CORINFO_CLASS_HANDLE (allocation, casts, box, ldtoken, typed refs)
+  array-class     the array class a newarr allocates (its token resolved as CORINFO_TOKENKIND_Newarr;
+                  linux-x64 only, where it is a cell of its own)
   field-class     the class handle of a field's (value) type (ASSIGN_STRUCT of a field)
   static          a static field's address
   field           a CORINFO_FIELD_HANDLE (ldtoken)
@@ -29,7 +31,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-KINDS = ("helper", "method", "method-handle", "method-entry", "string", "class", "field-class", "static",
+KINDS = ("helper", "method", "method-handle", "method-entry", "string", "class", "array-class", "field-class",
+         "static",
          "field", "field-offset", "vasig-cookie", "frame-constant")
 CALL_KINDS = ("helper", "method")
 

@@ -903,7 +903,12 @@ class BlockTranslator:
 
     def newarr(self, ins):
         n = self.pop(ins.offset)
-        cls = self.global_(self.tr.ee.class_handle(ins.operand), kind="class", token=ins.operand)
+        symbol, kind = self.tr.ee.class_handle(ins.operand), "class"
+        if self.tr.target.data_cells:
+            # the helper takes the *array* class (the runtime resolves the token as Newarr), a
+            # value distinct from the element class a cast of the same token needs: its own cell
+            symbol, kind = symbol + "[]", "array-class"
+        cls = self.global_(symbol, kind=kind, token=ins.operand)
         self.push("obj", self.helper("CORINFO_HELP_NEWARR_1_VC", [f"ptr {cls}", f"i64 {self.as_i64(n)}"]))
 
     def array_length(self, arr):

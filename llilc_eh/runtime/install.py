@@ -206,6 +206,14 @@ def _cell_value(jit: JitInfo, info, ext) -> int:
         if access is not InfoAccessType.IAT_PVALUE or not addr:
             raise Declined(f"string literal 0x{ext.token:08X}: {access.name}, the code expects IAT_PVALUE")
         return addr
+    if kind == "array-class":
+        # as RyuJIT's newarr: resolve as Newarr, embed through embedGenericHandle, which gives
+        # the array's MethodTable (embedClassHandle would give 3.1's ArrayTypeDesc, tagged |2)
+        rt = jit.resolve_token(info.scope, ext.token, CorInfoTokenKind.Newarr, context=info.ftn)
+        access, handle = jit.embed_generic_handle(rt)
+        if access is not InfoAccessType.IAT_VALUE or not handle:
+            raise Declined(f"array class 0x{ext.token:08X}: {access.name}")
+        return handle
     if kind == "class":
         rt = jit.resolve_token(info.scope, ext.token, CorInfoTokenKind.Class, context=info.ftn)
         handle, indirect = jit.embed_class_handle(rt.hClass)

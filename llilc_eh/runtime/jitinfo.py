@@ -27,6 +27,7 @@ from pathlib import Path
 
 from .structs import (
     CORINFO_CONST_LOOKUP,
+    CORINFO_GENERICHANDLE_RESULT,
     CORINFO_RESOLVED_TOKEN,
     CORJIT_FLAGS,
     CorJitFuncKind,
@@ -162,6 +163,15 @@ class JitInfo:
         indirect = ctypes.c_void_p(0)
         handle = self.trapped("embedClassHandle", cls, ctypes.addressof(indirect))
         return handle, indirect.value or 0
+
+    def embed_generic_handle(self, rt) -> tuple[InfoAccessType, int]:
+        """(access, handle) of a resolved token as the code must embed it; a runtime lookup
+        (shared generic code) is refused with JitInfoTrap."""
+        result = CORINFO_GENERICHANDLE_RESULT()
+        self.trapped("embedGenericHandle", ctypes.addressof(rt), 0, ctypes.addressof(result))
+        if result.lookup.lookupKind.needsRuntimeLookup:
+            raise JitInfoTrap("embedGenericHandle: the handle needs a runtime lookup")
+        return InfoAccessType(result.lookup.constLookup.accessType), result.lookup.constLookup.addr or 0
 
     def embed_method_handle(self, method: int) -> tuple[int, int]:
         indirect = ctypes.c_void_p(0)

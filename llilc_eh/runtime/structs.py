@@ -52,6 +52,44 @@ class CORINFO_CONST_LOOKUP(ctypes.Structure):
     _fields_ = [("accessType", ctypes.c_uint32), ("addr", ctypes.c_void_p)]
 
 
+class CORINFO_LOOKUP_KIND(ctypes.Structure):
+    _fields_ = [
+        ("needsRuntimeLookup", ctypes.c_bool),
+        ("runtimeLookupKind", ctypes.c_uint32),
+        ("runtimeLookupFlags", ctypes.c_uint16),
+        ("runtimeLookupArgs", ctypes.c_void_p),
+    ]
+
+
+class CORINFO_RUNTIME_LOOKUP(ctypes.Structure):
+    _fields_ = [
+        ("signature", ctypes.c_void_p),
+        ("helper", ctypes.c_uint32),
+        ("indirections", ctypes.c_uint16),
+        ("testForNull", ctypes.c_bool),
+        ("testForFixup", ctypes.c_bool),
+        ("offsets", ctypes.c_size_t * 4),          # CORINFO_MAXINDIRECTIONS
+        ("indirectFirstOffset", ctypes.c_bool),
+        ("indirectSecondOffset", ctypes.c_bool),
+    ]
+
+
+class _LookupUnion(ctypes.Union):
+    _fields_ = [("runtimeLookup", CORINFO_RUNTIME_LOOKUP), ("constLookup", CORINFO_CONST_LOOKUP)]
+
+
+class CORINFO_LOOKUP(ctypes.Structure):
+    _anonymous_ = ("u",)
+    _fields_ = [("lookupKind", CORINFO_LOOKUP_KIND), ("u", _LookupUnion)]
+
+
+class CORINFO_GENERICHANDLE_RESULT(ctypes.Structure):
+    """What embedGenericHandle fills: for a Newarr token the *array's* MethodTable (an array
+    TypeHandle in 3.1 is an ArrayTypeDesc; the allocation helpers want its template MT)."""
+    _fields_ = [("lookup", CORINFO_LOOKUP), ("compileTimeHandle", ctypes.c_void_p),
+                ("handleType", ctypes.c_uint32)]
+
+
 class CORJIT_FLAGS(ctypes.Structure):
     _fields_ = [("corJitFlags", ctypes.c_uint64)]
 
@@ -75,6 +113,7 @@ class CorInfoTokenKind(enum.IntEnum):
     Field = 0x04
     Ldtoken = 0x17
     Casting = 0x21
+    Newarr = 0x41
     NewObj = 0x202
 
 
