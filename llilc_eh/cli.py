@@ -24,6 +24,7 @@ The exit status says how the run went (`EXIT_STATUS`, printed by `--help`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import signal
 import sys
@@ -104,6 +105,22 @@ def _add_method_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token", help="the method's MethodDef token, 0x06xxxxxx")
     p.add_argument("--index", type=int, help="which overload, counting from 0 in table order")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_reference_arg(p)
+
+
+def _add_reference_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--reference", metavar="DIR", action="append", default=[],
+                   help="also look for referenced assemblies in DIR, a folder or a GAC (NAME/VERSION__TOKEN/"
+                        "NAME.dll), after the assembly's own folder and before its framework (repeatable). "
+                        "Only translation binds references: il and r2r show the metadata as written")
+
+
+def _references(args) -> tuple[str, ...]:
+    """The `--reference` folders, each checked to be one (a usage error otherwise)."""
+    for folder in args.reference:
+        if not Path(folder).is_dir():
+            raise LlilcEhError(f"--reference {folder}: not a folder", kind="bad-input")
+    return tuple(args.reference)
 
 
 def _methods(asm: Assembly, args) -> list:
@@ -120,6 +137,7 @@ def json_document(command: str, assembly: str | Path, methods: list) -> dict:
 
 
 def cmd_il(args) -> int:
+    _references(args)                       # checked, though a listing binds no reference
     path = args.assembly or sample_path()
     asm = Assembly(path)
     names = asm.names
@@ -179,6 +197,7 @@ def cmd_r2r(args) -> int:
 
     if args.assembly is None:
         raise LlilcEhError("r2r needs an assembly, a ReadyToRun image: llilc-eh r2r ASSEMBLY [--method NAME]")
+    _references(args)                       # checked, though RyuJIT's tables bind no reference
     asm = Assembly(args.assembly)
     image = ReadyToRunImage(asm)
     out = []
@@ -260,12 +279,14 @@ def cmd_translate(args) -> int:
                       target=target_named(args.target))
     rids = [ref.rid for ref in refs]
     if stage in _FRONT_STAGES and not (args.emit_dir or args.svg):
-        pipeline = Pipeline(asm, None, opt=args.opt, profile=args.profile, options=options)
+        pipeline = Pipeline(asm, None, opt=args.opt, profile=args.profile, options=options,
+                            references=_references(args))
         runs = [pipeline.front(rid) for rid in rids]        # IL -> IR -> lint + verify -> model
     else:
         from .backend.codegen import CodegenPool
         with CodegenPool(1) as pool:
-            runs = Pipeline(asm, pool, opt=args.opt, profile=args.profile, options=options).run_many(rids)
+            runs = Pipeline(asm, pool, opt=args.opt, profile=args.profile, options=options,
+                            references=_references(args)).run_many(rids)
     names = asm.names
     docs, status = [], EXIT_CLEAN
     for n, (ref, run) in enumerate(zip(refs, runs)):
@@ -328,7 +349,7 @@ def cmd_validate(args) -> int:
     finished: dict[str, batch.FileReport] = {}
     try:
         reports = batch.run(files, jobs=args.jobs, progress=not args.quiet, translate=args.translate,
-                            opt=args.opt, finished=finished)
+                            opt=args.opt, finished=finished, references=_references(args))
     except (KeyboardInterrupt, Interrupted):
         # What finished is still a result: its summary, no report files (they would pass for whole).
         done = [finished[f] for f in dict.fromkeys(files) if f in finished]
@@ -403,6 +424,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_r2r)
     p = sub.add_parser("validate", help="region checks over every method with EH (and R2R tables)")
     p.add_argument("inputs", nargs="+", help="assemblies or folders")
+    _add_reference_arg(p)
     p.add_argument("--jobs", "-j", type=int, default=1, help="worker processes")
     p.add_argument("--json", metavar="FILE", help="write the full report (deterministic) to FILE")
     p.add_argument("--list-failures", action="store_true", help="print every failure")
@@ -413,7 +435,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timings", metavar="FILE",
                    help="with --translate: write every method's pipeline time (TSV, slowest first; not deterministic, "
                         "so not in the JSON report)")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", "-q", action="store_true",
+                   help="no progress (a bar on a terminal, else a line per finished file on stderr)")
     p.set_defaults(func=cmd_validate)
     _add_run_parser(sub)
     _everywhere(sub)
@@ -423,10 +446,12 @@ def build_parser() -> argparse.ArgumentParser:
 def _everywhere(sub) -> None:
     """The options every subcommand takes after its name too, and the exit status in its help."""
     for p in sub.choices.values():
-        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                       help="print the traceback of an internal error")
-        p.epilog = EXIT_STATUS
-        p.formatter_class = argparse.RawDescriptionHelpFormatter
+        with contextlib.suppress(argparse.ArgumentError):      # a subcommand that has its own
+            p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                           help="print the traceback of an internal error")
+        if not p.epilog:
+            p.epilog = EXIT_STATUS
+            p.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
 def main(argv: list[str] | None = None) -> int:
