@@ -120,11 +120,12 @@ def _failure(exc: BaseException, method: str | None) -> dict:
             "reason": f"{exc} ({Path(tb.filename).name}:{tb.lineno})"}
 
 
-def validate_file(path: str, translate: bool = False, opt: int = 2) -> FileReport:
+def validate_file(path: str, translate: bool = False, opt: int = 2, references: tuple[str, ...] = ()) -> FileReport:
     """IL region checks on every method with EH of one assembly; for ReadyToRun images
     RyuJIT's tables too; with `translate`, the whole pipeline (`pipeline.Pipeline.stream`:
     IR, lint, verify, model, LLVM codegen at `opt`, final image, clauses, validator, LLVM
-    differential) on every EH method whose IL is sound."""
+    differential) on every EH method whose IL is sound, its references also looked up in the
+    `references` folders (`--reference`)."""
     t0 = time.perf_counter()
     report = FileReport(path=path)
     try:
@@ -161,7 +162,7 @@ def validate_file(path: str, translate: bool = False, opt: int = 2) -> FileRepor
         if not m.errors:
             analyzed[rid] = m
     if translate:
-        _translate(asm, analyzed, opt, report)
+        _translate(asm, analyzed, opt, report, references)
     report.native = _validate_native(asm, report)
     report.seconds = time.perf_counter() - t0
     return report
@@ -183,13 +184,13 @@ def _pool():
     return _POOL
 
 
-def _translate(asm: Assembly, analyzed: dict, opt: int, report: FileReport) -> None:
+def _translate(asm: Assembly, analyzed: dict, opt: int, report: FileReport, references: tuple[str, ...] = ()) -> None:
     """The whole pipeline over the analysed EH methods; every shortfall is a failure record
     with a named reason: a stage's error, a validator rule, an image finding, an unexplained
     difference from LLVM's own table."""
     from .pipeline import Pipeline
     report.translated = 0
-    pipeline = Pipeline(asm, _pool(), opt=opt)
+    pipeline = Pipeline(asm, _pool(), opt=opt, references=references)
     rids = list(analyzed)
     runs = pipeline.stream(rids, analyzed=analyzed)
     for rid in rids:
@@ -322,7 +323,8 @@ def _stop_workers(pool: ProcessPoolExecutor) -> None:
 
 
 def run(files: list[str], jobs: int = 1, progress: bool = True, translate: bool = False,
-        opt: int = 2, finished: dict[str, FileReport] | None = None) -> list[FileReport]:
+        opt: int = 2, finished: dict[str, FileReport] | None = None,
+        references: tuple[str, ...] = ()) -> list[FileReport]:
     """Validate every file, `jobs` worker processes at a time; results in input order.
 
     `finished` (a dict the caller owns) receives each file's report as soon as it is done, so
@@ -349,11 +351,11 @@ def run(files: list[str], jobs: int = 1, progress: bool = True, translate: bool 
     try:
         if jobs <= 1:
             for f in order:
-                tick(validate_file(f, translate, opt))
+                tick(validate_file(f, translate, opt, tuple(references)))
         else:
             pool = ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init)
             try:
-                futures = [pool.submit(validate_file, f, translate, opt) for f in order]
+                futures = [pool.submit(validate_file, f, translate, opt, tuple(references)) for f in order]
                 for future in as_completed(futures):
                     tick(future.result())
             except BaseException:

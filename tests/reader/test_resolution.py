@@ -291,3 +291,24 @@ def test_missing_reference_names_every_place(tmp_path):
     outcome = {r.name.split("::")[-1]: r.error for r in runs}
     assert outcome["Catches"] is None and outcome["UsesLib"] is None
     assert outcome["UsesPair"].kind == "unresolved-type" and str(refs) in outcome["UsesPair"].reason
+
+
+# ------------------------------------------------------------------------------------ command line
+
+def test_reference_option(gac_layout, capsys, tmp_path):
+    """`--reference DIR` on translate and validate (also in validate's worker processes); a
+    folder that is not one is a usage error (exit 1) of every subcommand."""
+    from llilc_eh import cli
+    lib, gac, _ = gac_layout
+    real = str(Path(os.path.realpath(lib / "GacB.dll")))
+    ir = ["translate", real, "--method", "GacB.User::Use", "--stage", "ir"]
+    assert cli.main(ir + ["--reference", str(gac)]) == 0
+    assert cli.main(ir) not in (0, 1)               # ran, and the method failed
+    assert "[reader/unresolved-type]" in capsys.readouterr().err
+    report = tmp_path / "report.json"
+    assert cli.main(["validate", real, "--translate", "-q", "--jobs", "2", "--json", str(report),
+                     "--reference", str(tmp_path), "--reference", str(gac)]) == 0
+    assert '"translated": 2' in report.read_text()
+    for command in (["il", real], ["translate", real], ["validate", real], ["r2r", real]):
+        assert cli.main(command + ["--reference", str(tmp_path / "nowhere")]) == 1, command
+        assert "--reference" in capsys.readouterr().err
