@@ -406,9 +406,12 @@ def encode(info: GcInfo) -> bytes:
     values["num_safe_points"] = len(info.safe_points)
     values["num_interruptible_ranges"] = len(info.interruptible_ranges)
     for f in HEADER_FIELDS:
-        if not f.present(flags, slim):
-            continue
         value = values[f.name]
+        if not f.present(flags, slim):
+            if value is not None and f.name not in _IMPLIED_WHEN_ABSENT:
+                raise GcInfoError(f"{f.name} {value} is given but the header does not carry it (it needs a GS "
+                                  f"cookie, security object or generic context)", kind="unencodable-gcinfo")
+            continue
         if value is None:
             raise GcInfoError(f"{f.name} is needed by the header flags but not given", kind="unencodable-gcinfo")
         if not f.exact(value):
@@ -438,25 +441,75 @@ def encode(info: GcInfo) -> bytes:
     return w.to_bytes() + second.to_bytes()
 
 
+# Fields the header may leave out and still mean: RBP in the slim header, a zero outgoing area.
+_IMPLIED_WHEN_ABSENT = frozenset({"stack_base_register", "size_of_stack_area", "num_interruptible_ranges"})
+
+
 def _check(info: GcInfo) -> None:
-    """What the encoder asserts, as errors."""
-    if info.code_length <= 0:
-        raise GcInfoError(f"code length {info.code_length}: must be positive", kind="unencodable-gcinfo")
-    if list(info.safe_points) != sorted(info.safe_points) or any(not 0 <= p < info.code_length
-                                                                 for p in info.safe_points):
-        raise GcInfoError("safe points must ascend and lie inside the code", kind="unencodable-gcinfo")
+    """What the encoder asserts, and what the value's own shape promises, as errors (an
+    encoder fed a bad value must say so, not write something the decoder reads differently)."""
+    def bad(reason: str) -> GcInfoError:
+        return GcInfoError(reason, kind="unencodable-gcinfo")
+
+    if not isinstance(info.code_length, int) or not 0 < info.code_length < 1 << 32:
+        raise bad(f"code length {info.code_length!r}: must be positive and fit a UINT32")
+    points = list(info.safe_points)
+    if any(not isinstance(p, int) or not 0 <= p < info.code_length for p in points) or \
+            any(a >= b for a, b in zip(points, points[1:])):
+        raise bad("safe points must ascend strictly and lie inside the code")
     last = 0
     for start, stop in info.interruptible_ranges:
-        if not last <= start < stop:
-            raise GcInfoError(f"interruptible range [{start}, {stop}) is empty, unsorted or overlapping",
-                              kind="unencodable-gcinfo")
+        if not last <= start < stop <= info.code_length:
+            raise bad(f"interruptible range [{start}, {stop}) is empty, unsorted, overlapping or past the code")
         last = stop
+    for s in info.slots:
+        register_shape = isinstance(s.register, int) and s.register >= 0 and s.offset is None and \
+            s.base is None and not s.untracked
+        stack_shape = s.register is None and isinstance(s.offset, int) and \
+            s.base in GcStackSlotBase._value2member_map_
+        if not (register_shape or stack_shape) or int(s.flags) not in range(4):
+            raise bad(f"slot {s!r} is neither a register nor a stack slot with a base, or has flags "
+                      f"other than INTERIOR | PINNED")
     kinds = [(not s.is_register, s.untracked) for s in info.slots]
-    if kinds != sorted(kinds) or any(s.is_register and s.untracked for s in info.slots):
-        raise GcInfoError("slots must be registers, then tracked stack slots, then untracked stack slots",
+    if kinds != sorted(kinds):
+        raise bad("slots must be registers, then tracked stack slots, then untracked stack slots")
+    tracked = info.num_tracked
+    if tracked and info.safe_points:
+        if not info.live_sets or len(info.safe_point_live_set) != len(info.safe_points):
+            raise bad("tracked slots and safe points need live sets and one live-set index per safe point")
+        if any(not isinstance(i, int) or not 0 <= i < len(info.live_sets) for i in info.safe_point_live_set):
+            raise bad("a live-set index names no live set")
+        for live in info.live_sets:
+            _check_slot_list(live, tracked, "live set")
+    elif info.live_sets or info.safe_point_live_set:
+        raise bad("live sets without tracked slots or without safe points")
+    if (info.generics_inst_context is None) != (info.generics_inst_context_offset is None):
+        raise bad("a generic context needs both its kind and its offset")
+    if info.chunks:
+        if not tracked or not info.interruptible_ranges:
+            raise bad("chunks without tracked slots or without interruptible ranges")
+        total = sum(stop - start for start, stop in info.interruptible_ranges)
+        expected = (total + NUM_NORM_CODE_OFFSETS_PER_CHUNK - 1) // NUM_NORM_CODE_OFFSETS_PER_CHUNK
+        if len(info.chunks) != expected:
+            raise bad(f"{len(info.chunks)} chunks for {total} bytes of interruptible code (need {expected})")
+        for chunk in info.chunks:
+            if chunk is None:
+                continue
+            _check_slot_list(chunk.could_be_live, tracked, "chunk's could-be-live set")
+            could = set(chunk.could_be_live)
+            if not set(chunk.final_live) <= could or \
+                    any(s not in could or not 0 <= o < NUM_NORM_CODE_OFFSETS_PER_CHUNK
+                        for s, o in chunk.transitions):
+                raise bad("a chunk's final states and transitions must name its could-be-live slots, "
+                          "at offsets inside the chunk")
+
+
+def _check_slot_list(live: tuple[int, ...], tracked: int, what: str) -> None:
+    items = list(live)
+    if any(not isinstance(i, int) or not 0 <= i < tracked for i in items) or \
+            any(a >= b for a, b in zip(items, items[1:])):
+        raise GcInfoError(f"{what} {live!r} is not an ascending list of tracked slot numbers below {tracked}",
                           kind="unencodable-gcinfo")
-    if info.live_sets and len(info.safe_point_live_set) != len(info.safe_points):
-        raise GcInfoError("one live set index per safe point", kind="unencodable-gcinfo")
 
 
 def _encode_slot_table(w: BitWriter, info: GcInfo) -> None:

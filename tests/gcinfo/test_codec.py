@@ -328,3 +328,52 @@ def test_huge_counts_are_refused_before_looping():
     w.var_unsigned(0, 1)
     with pytest.raises(GcInfoError, match="safe points"):
         decode(w.to_bytes())
+
+
+JUNK_INT = st.integers(-70, 70) | st.integers(-2**40, 2**40)
+JUNK_SLOT = st.builds(GcSlot, register=st.none() | JUNK_INT, offset=st.none() | JUNK_INT,
+                      base=st.none() | st.sampled_from(list(GcStackSlotBase)),
+                      flags=st.sampled_from([GcSlotFlags(v) for v in range(8)]), untracked=st.booleans())
+JUNK_CHUNK = st.builds(Chunk, st.lists(JUNK_INT, max_size=3).map(tuple), st.lists(JUNK_INT, max_size=3).map(tuple),
+                       st.lists(st.tuples(JUNK_INT, JUNK_INT), max_size=3).map(tuple))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.builds(
+    GcInfo, code_length=st.integers(1, 300) | JUNK_INT, return_kind=st.integers(0, 20), prolog_size=st.none() | JUNK_INT,
+    epilog_size=st.none() | JUNK_INT, gs_cookie_offset=st.none() | JUNK_INT, psp_sym_offset=st.none() | JUNK_INT,
+    stack_base_register=st.none() | JUNK_INT, size_of_stack_area=JUNK_INT,
+    edit_and_continue_preserved_area=st.none() | JUNK_INT,
+    security_object_offset=st.none() | JUNK_INT, is_vararg=st.booleans(), wants_report_only_leaf=st.booleans(),
+    generics_inst_context=st.none() | st.sampled_from(list(GenericsInstContextKind)),
+    generics_inst_context_offset=st.none() | JUNK_INT, reverse_pinvoke_frame_slot=st.none() | JUNK_INT,
+    safe_points=st.lists(JUNK_INT, max_size=4).map(tuple),
+    interruptible_ranges=st.lists(st.tuples(JUNK_INT, JUNK_INT), max_size=3).map(tuple),
+    slots=st.lists(JUNK_SLOT, max_size=5).map(tuple),
+    live_sets=st.lists(st.lists(JUNK_INT, max_size=3).map(tuple), max_size=3).map(tuple),
+    safe_point_live_set=st.lists(JUNK_INT, max_size=4).map(tuple),
+    chunks=st.lists(st.none() | JUNK_CHUNK, max_size=3).map(tuple)))
+def test_encoding_a_bad_value_is_a_gcinfo_error_or_decodes_back(info):
+    """encode either refuses (GcInfoError) or writes something that decodes to the same value."""
+    try:
+        data = encode(info)
+    except GcInfoError:
+        return
+    assert decode(data) == info
+
+
+@pytest.mark.parametrize("info", [
+    GcInfo(code_length=5, prolog_size=3),                  # no GS cookie, security object or context
+    GcInfo(code_length=5, epilog_size=3),                  # no GS cookie
+    GcInfo(code_length=5, generics_inst_context_offset=8),
+    GcInfo(code_length=5, generics_inst_context=GenericsInstContextKind.MT),
+    GcInfo(code_length=5, gs_cookie_offset=8),             # GS cookie without its prolog/epilog sizes
+    GcInfo(code_length=5, safe_points=(3, 3)),
+    GcInfo(code_length=5, interruptible_ranges=((0, 6),)),
+    GcInfo(code_length=5, slots=(GcSlot(offset=8, base=GcStackSlotBase.SP_REL), GcSlot(register=1))),
+    GcInfo(code_length=5, safe_points=(1,), slots=(GcSlot(register=1),), live_sets=((1,),),
+           safe_point_live_set=(0,)),                      # live slot 1 of 1 tracked slot
+])
+def test_encoder_refuses_values_it_cannot_write_faithfully(info):
+    with pytest.raises(GcInfoError):
+        encode(info)
