@@ -473,8 +473,8 @@ class BlockTranslator:
         else:
             kind, x, y = self.binary_kind(a, b, offset)
             ty = "i64" if kind in ("nint", "byref") else _LLVM_OF_KIND[kind]
-            if ty == "ptr":
-                ty, x, y = "i64", self.as_i64(a), self.as_i64(b)
+            if kind == "byref":   # a byref against a native int (`fixed` loops: `q < p + n`): addresses
+                x, y = self.as_i64(a), self.as_i64(b)
             self.emit(f"{c} = icmp {int_pred} {ty} {x}, {y}")
         return c
 
@@ -701,8 +701,7 @@ class BlockTranslator:
         callee = tr.ee.llvm_global(info.symbol)
         if virtual:
             handle = self.global_(info.symbol + "$handle", kind="method-handle", token=ins.operand)
-            owner = self.method_class(info.symbol, ins.operand)
-            callee = self.helper("CORINFO_HELP_VIRTUAL_FUNC_PTR", [f"ptr {this.op}", f"ptr {owner}", f"ptr {handle}"])
+            callee = self.helper("CORINFO_HELP_VIRTUAL_FUNC_PTR", [f"ptr {this.op}", "ptr null", f"ptr {handle}"])
         cookie = self.global_(tr.ee.varargs_cookie(ins.operand), kind="vasig-cookie", token=ins.operand) \
             if info.vararg else None
         result = self.emit_call(callee, this, args, info.params, info.return_type, direct=not virtual,
@@ -767,22 +766,12 @@ class BlockTranslator:
         kind = _KIND_OF_STACK[ret.stack_kind]
         return SV(kind, self.widen(result, ret_ty, kind, ret.signed), ret_sig)
 
-    def method_class(self, symbol: str, token: int) -> str:
-        """CORINFO_HELP_VIRTUAL_FUNC_PTR's class argument: the class the method token resolves
-        to (the runtime needs it to find an *interface* method's implementation). A cell of
-        kind method-class on targets whose data come through cells; `null` elsewhere (win-x64
-        code is never run)."""
-        if not self.tr.target.data_cells:
-            return "null"
-        return self.global_(symbol + "$class", kind="method-class", token=token)
-
     def ldvirtftn(self, ins):
         obj = self.pop(ins.offset)
         self.null_check(obj.op)
-        symbol = self.tr.ee.method(ins.operand).symbol
-        handle = self.global_(symbol + "$handle", kind="method-handle", token=ins.operand)
-        owner = self.method_class(symbol, ins.operand)
-        fn = self.helper("CORINFO_HELP_VIRTUAL_FUNC_PTR", [f"ptr {obj.op}", f"ptr {owner}", f"ptr {handle}"])
+        handle = self.global_(self.tr.ee.method(ins.operand).symbol + "$handle", kind="method-handle",
+                              token=ins.operand)
+        fn = self.helper("CORINFO_HELP_VIRTUAL_FUNC_PTR", [f"ptr {obj.op}", "ptr null", f"ptr {handle}"])
         v = self.v()
         self.emit(f"{v} = ptrtoint ptr {fn} to i64")
         self.push("nint", v)

@@ -44,7 +44,10 @@ identifies call-free funclets by the rest of the evidence -- unambiguously for e
 method of the corpus at O0 and O2 (`FinalImage.ambiguous` says when it is not).
 
 Stack values cross block boundaries through per-depth spill slots (allocas), so no PHI
-ever joins values from different funclets; LLVM's mem2reg/SROA clean up at O2.
+ever joins values from different funclets; LLVM's mem2reg/SROA clean up at O2. A join where
+one predecessor leaves a native int and another a byref (`fixed` code from mcs and csc) is a
+byref, as CoreCLR's importer makes it (`_merge_shapes`); a native int and a byref at one depth
+share one slot, so a predecessor's store does not depend on what the join decides later.
 """
 
 from __future__ import annotations
@@ -102,6 +105,9 @@ class ReaderResult:
 
 _LLVM_OF_KIND = {"i32": "i32", "i64": "i64", "nint": "i64", "f": "double", "obj": "ptr",
                  "byref": "ptr", "vt": "ptr"}
+# The spill slot of a stack kind: native int and byref (both 8 bytes) share one, since a join
+# of the two is a byref (`_merge_shapes`) and a predecessor stores before the join is decided.
+_SLOT_OF_KIND = {"nint": "byref"}
 
 
 class SV(NamedTuple):
@@ -165,6 +171,7 @@ class Translator:
         self.contexts: dict[tuple, Context] = {}
         self.translated: dict[tuple, Block] = {}
         self.entry_shapes: dict[tuple, tuple] = {}
+        self.join_hints: dict[tuple, tuple] = {}    # (offset, context tag) -> a join retyped by an earlier attempt
         self.worklist: list[tuple[int, Context]] = []
         self.dispatch_blocks: dict[tuple, Block] = {}
         self.normal_copies: dict[tuple, Context] = {}
@@ -235,13 +242,20 @@ class Translator:
 
     def _enqueue(self, offset: int, ctx: Context, shape: tuple) -> str:
         key = (offset, id(ctx))
-        if key in self.entry_shapes:
-            if self.entry_shapes[key] != shape:
+        old = self.entry_shapes.get(key)
+        if old is None:
+            old = self.join_hints.get((offset, ctx.tag))
+        if old is not None and old != shape:
+            merged = _merge_shapes(old, shape)
+            if merged is None:
                 raise self.fail(f"stack at IL_{offset:04x} differs between predecessors: "
-                                f"{self.entry_shapes[key]} vs {shape}", offset, "stack-mismatch")
-        else:
-            self.entry_shapes[key] = shape
+                                f"{old} vs {shape}", offset, "stack-mismatch")
+            if merged != old and key in self.translated:   # translated with a native int: again
+                raise _Rejoin((offset, ctx.tag), merged)
+            shape = merged
+        if key not in self.entry_shapes:
             self.worklist.append((offset, ctx))
+        self.entry_shapes[key] = shape
         return self._label(offset, ctx)
 
     def _label(self, offset: int, ctx: Context) -> str:
@@ -265,6 +279,7 @@ class Translator:
 
     def _spill_slot(self, ctx: Context, depth: int, kind: str) -> str:
         fn = ctx.fn
+        kind = _SLOT_OF_KIND.get(kind, kind)
         key = (id(fn), depth, kind)
         if key not in self.spill_slots:
             self.spill_slots[key] = fn.alloca(f"%stk{depth}.{kind}", _LLVM_OF_KIND[kind])
@@ -660,6 +675,49 @@ def _mangle(name: str, token: int) -> str:
     return f"{name}$0x{token:08X}"
 
 
+def _merge_shapes(a: tuple, b: tuple) -> tuple | None:
+    """The stack at a join of predecessors that left `a` and `b`, or None if they do not merge.
+
+    Equal kinds merge; so do a native int and a byref, to a byref (ECMA-335 III.1.8.1.3 allows
+    the pair in unverifiable code; mcs and csc emit it for `fixed`: `ldc.i4.0; conv.u` on the
+    null/empty path, `ldelema` on the other). CoreCLR 3.1's importer does the same: a byref
+    spilled into a native-int spill temp retypes the temp to byref and re-imports the
+    successors, so the value stays GC-tracked (importer.cpp, impImportBlock). Its JIT64
+    compatibility merges (int32 with native int or byref, float with double) are not taken
+    here: the reader has one float kind, and an int32 would need widening at the predecessor."""
+    if len(a) != len(b):
+        return None
+    merged = []
+    for x, y in zip(a, b):
+        if x == y:
+            merged.append(x)
+        elif {x[0], y[0]} == {"nint", "byref"}:
+            merged.append(("byref", None))
+        else:
+            return None
+    return tuple(merged)
+
+
+class _Rejoin(Exception):
+    """A join became a byref after its block was translated with a native int (the native-int
+    predecessor came first and a later one, e.g. a back edge, left a byref): `translate`
+    starts the method again with the join's type known, as CoreCLR re-imports the block."""
+
+    def __init__(self, key: tuple, shape: tuple):
+        super().__init__(key, shape)
+        self.key, self.shape = key, shape
+
+
 def translate(asm: Assembly, m: ILMethod, ee: JitEE | None = None, options: Options = Options()) -> ReaderResult:
     """The reader stage's entry point: one method → one LLVM module (parent + outlined filters)."""
-    return Translator(asm, m, ee, options).run()
+    hints: dict[tuple, tuple] = {}
+    while True:   # at most one more attempt per retyped join: a join only ever widens to byref
+        tr = Translator(asm, m, ee, options)
+        tr.join_hints = hints
+        try:
+            return tr.run()
+        except _Rejoin as r:
+            if hints.get(r.key) == r.shape:
+                raise tr.fail(f"stack at IL_{r.key[0]:04x}: the join did not settle at {r.shape}",
+                              r.key[0], "stack-mismatch") from None
+            hints[r.key] = r.shape

@@ -20,7 +20,6 @@ open the file) rather than ask `os.access`, which says yes to root everywhere.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import tempfile
@@ -80,14 +79,11 @@ def check_output_file(path: str | Path, option: str) -> Path:
     if not parent.is_dir():
         raise _refuse(option, path, f"its folder {parent} does not exist")
     existed = path.exists()
-    # Non-blocking: a FIFO without a reader would block the open (ENXIO instead); one with a
-    # reader, such as `--json /dev/stdout | jq`, is fine.
-    flags = os.O_WRONLY | os.O_NONBLOCK | (os.O_APPEND if existed else os.O_CREAT | os.O_EXCL)
     try:
-        os.close(os.open(path, flags, 0o666))
+        with open(path, "ab" if existed else "xb"):
+            pass
     except OSError as e:
-        why = "a FIFO that no process reads" if e.errno == errno.ENXIO else e.strerror
-        raise _refuse(option, path, f"cannot be written: {why}") from None
+        raise _refuse(option, path, f"cannot be written: {e.strerror}") from None
     if not existed:
         with contextlib.suppress(OSError):
             os.unlink(path)
