@@ -107,6 +107,22 @@ Both are cross-checked against every funclet prolog. The filter code uses them a
 `lea reg, [rip + sym]` (REL32): rewritten in place to `mov reg, imm32` (7 bytes both);
 ADDR32 / ADDR64 fields get the value itself.
 
+Targets
+-------
+`link_final_image(..., target=, cells=)` asks the target (llilc_eh.target) two things. Its
+funclet entry thunk (linux-x64: `mov rcx, rdi; mov rdx, rsi`, as the runtime calls a funclet
+with RDI/RSI and LLVM's CoreCLR prolog reads RCX/RDX) is placed at the start of every handler
+funclet's piece (`_Piece.prefix`, `PlacedRange.entry_thunk`): the segments start after it,
+so the offset maps, the relink of every crossing reference and the clause ranges need
+nothing new, while the range, its RUNTIME_FUNCTION and the handler start begin at the thunk
+and its UNWIND_INFO has the prolog size and every code offset grown by the thunk's size.
+Outlined filters are our own functions in our convention: no thunk. `cells` names the
+external symbols that are 8-byte data cells (the reader's `External.cell`): each referenced
+one gets a zeroed slot after the read-only data (8-aligned, `FinalImage.cells`), the code's
+REL32 to it is resolved there (fixup kind `cell`), and an ADDR64 `ImageRelocation` naming the
+symbol at the slot tells the installer to write the runtime's value into it. So the code's
+remaining relocations are the rel32 of calls (and tail jumps) only.
+
 Unwind data: each range's UNWIND_INFO in the CLR's form (`unwind.to_clr`); a frameless
 leaf filter, which LLVM gives no `.pdata`, gets an empty one (version 1, no codes);
 `runtime_functions` is the new `.pdata` (image offsets, unwind offsets into
@@ -437,7 +453,7 @@ def link_final_image(recovered: RecoveredCode, coff: CoffObject, model: FuncletM
     """The final image of `parent` (its object symbol, or its LLVM name `@"..."`) from the
     recovered object, in the order of `model.layout`, for `target` (its funclet entry thunk
     starts every handler range); `cells`: the external symbols that are 8-byte data cells
-    (the reader's `External.cell`), placed in the read-only data (see "Targets" above)."""
+    (the reader's `External.cell`), placed in the read-only data (module docstring, "Targets")."""
     parent = object_symbol(parent) if parent.startswith("@") else parent
     if object_symbol(model.parent) != parent:
         raise _error(f"the model is of {model.parent}, not {parent}", "funclet-match").with_method(parent)

@@ -13,6 +13,8 @@ Kinds:
   helper          a CORINFO_HELP_* helper (call)
   method          a method called directly, by newobj, or jumped to (`call` = direct | newobj | jmp)
   method-handle   a CORINFO_METHOD_HANDLE (virtual calls through CORINFO_HELP_VIRTUAL_FUNC_PTR, ldtoken)
+  method-class    the class a method token resolves to (CORINFO_HELP_VIRTUAL_FUNC_PTR's class argument;
+                  linux-x64 only)
   method-entry    a method's entry point as a value (ldftn)
   string          a string literal: the address of its pinned handle (constructStringLiteral,
                   IAT_PVALUE: the code loads the object from there)
@@ -31,9 +33,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-KINDS = ("helper", "method", "method-handle", "method-entry", "string", "class", "array-class", "field-class",
-         "static",
-         "field", "field-offset", "vasig-cookie", "frame-constant")
+KINDS = ("helper", "method", "method-handle", "method-class", "method-entry", "string", "class", "array-class",
+         "field-class", "static", "field", "field-offset", "vasig-cookie", "frame-constant")
 CALL_KINDS = ("helper", "method")
 
 

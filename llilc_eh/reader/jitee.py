@@ -752,7 +752,10 @@ class JitEE:
         # A .NET Framework assembly (mscorlib): .NET Core runs it when its facades hold every
         # type the assembly names; otherwise only a .NET Framework can, here Mono. Types that
         # no framework holds (an application's own missing library) decide nothing.
-        misses = [self._misses(f) for f in frameworks]
+        first = self._misses(frameworks[0])
+        if not first:
+            return frameworks[0], f"it holds every type {main_path.name} names"
+        misses = [first] + [self._misses(f) for f in frameworks[1:]]
         nowhere = set.intersection(*(set(m) for m in misses))
         own = [[t for t in m if t not in nowhere] for m in misses]
         best = min(range(len(frameworks)), key=lambda i: (len(own[i]), i))

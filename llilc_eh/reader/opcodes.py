@@ -701,7 +701,8 @@ class BlockTranslator:
         callee = tr.ee.llvm_global(info.symbol)
         if virtual:
             handle = self.global_(info.symbol + "$handle", kind="method-handle", token=ins.operand)
-            callee = self.helper("CORINFO_HELP_VIRTUAL_FUNC_PTR", [f"ptr {this.op}", "ptr null", f"ptr {handle}"])
+            owner = self.method_class(info.symbol, ins.operand)
+            callee = self.helper("CORINFO_HELP_VIRTUAL_FUNC_PTR", [f"ptr {this.op}", f"ptr {owner}", f"ptr {handle}"])
         cookie = self.global_(tr.ee.varargs_cookie(ins.operand), kind="vasig-cookie", token=ins.operand) \
             if info.vararg else None
         result = self.emit_call(callee, this, args, info.params, info.return_type, direct=not virtual,
@@ -766,12 +767,22 @@ class BlockTranslator:
         kind = _KIND_OF_STACK[ret.stack_kind]
         return SV(kind, self.widen(result, ret_ty, kind, ret.signed), ret_sig)
 
+    def method_class(self, symbol: str, token: int) -> str:
+        """CORINFO_HELP_VIRTUAL_FUNC_PTR's class argument: the class the method token resolves
+        to (the runtime needs it to find an *interface* method's implementation). A cell of
+        kind method-class on targets whose data come through cells; `null` elsewhere (win-x64
+        code is never run)."""
+        if not self.tr.target.data_cells:
+            return "null"
+        return self.global_(symbol + "$class", kind="method-class", token=token)
+
     def ldvirtftn(self, ins):
         obj = self.pop(ins.offset)
         self.null_check(obj.op)
-        handle = self.global_(self.tr.ee.method(ins.operand).symbol + "$handle", kind="method-handle",
-                              token=ins.operand)
-        fn = self.helper("CORINFO_HELP_VIRTUAL_FUNC_PTR", [f"ptr {obj.op}", "ptr null", f"ptr {handle}"])
+        symbol = self.tr.ee.method(ins.operand).symbol
+        handle = self.global_(symbol + "$handle", kind="method-handle", token=ins.operand)
+        owner = self.method_class(symbol, ins.operand)
+        fn = self.helper("CORINFO_HELP_VIRTUAL_FUNC_PTR", [f"ptr {obj.op}", f"ptr {owner}", f"ptr {handle}"])
         v = self.v()
         self.emit(f"{v} = ptrtoint ptr {fn} to i64")
         self.push("nint", v)

@@ -234,6 +234,12 @@ def _cell_value(jit: JitInfo, info, ext) -> int:
         if not handle:
             raise Declined(f"method 0x{ext.token:08X}: embedMethodHandle gave an indirection")
         return handle
+    if kind == "method-class":
+        rt = jit.resolve_token(info.scope, ext.token, CorInfoTokenKind.Method, context=info.ftn)
+        handle, indirect = jit.embed_class_handle(rt.hClass)
+        if not handle:
+            raise Declined(f"class of method 0x{ext.token:08X}: embedClassHandle gave an indirection")
+        return handle
     if kind == "field":
         rt = jit.resolve_token(info.scope, ext.token, CorInfoTokenKind.Field, context=info.ftn)
         handle, indirect = jit.embed_field_handle(rt.hField)

@@ -20,6 +20,7 @@ open the file) rather than ask `os.access`, which says yes to root everywhere.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import tempfile
@@ -79,11 +80,14 @@ def check_output_file(path: str | Path, option: str) -> Path:
     if not parent.is_dir():
         raise _refuse(option, path, f"its folder {parent} does not exist")
     existed = path.exists()
+    # Non-blocking: a FIFO without a reader would block the open (ENXIO instead); one with a
+    # reader, such as `--json /dev/stdout | jq`, is fine.
+    flags = os.O_WRONLY | os.O_NONBLOCK | (os.O_APPEND if existed else os.O_CREAT | os.O_EXCL)
     try:
-        with open(path, "ab" if existed else "xb"):
-            pass
+        os.close(os.open(path, flags, 0o666))
     except OSError as e:
-        raise _refuse(option, path, f"cannot be written: {e.strerror}") from None
+        why = "a FIFO that no process reads" if e.errno == errno.ENXIO else e.strerror
+        raise _refuse(option, path, f"cannot be written: {why}") from None
     if not existed:
         with contextlib.suppress(OSError):
             os.unlink(path)

@@ -235,6 +235,14 @@ def test_translate_checks_its_output_paths_before_the_pipeline(tmp_path):
     assert (tmp_path / "a" / "b" / "clauses.bin").is_file()
 
 
+def test_an_output_fifo_without_reader_is_refused_not_waited_for(tmp_path):
+    fifo = tmp_path / "r.json"
+    os.mkfifo(fifo)
+    proc = llilc("validate", str(sample_path()), "-q", "--json", str(fifo), timeout=60)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr == f"llilc-eh: error: --json {fifo}: cannot be written: a FIFO that no process reads\n"
+
+
 def test_a_checked_output_file_is_left_as_it_was(tmp_path):
     from llilc_eh.view.emit import check_output_file
     existing = tmp_path / "old.json"
