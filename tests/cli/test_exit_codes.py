@@ -167,6 +167,31 @@ def test_translate_failures_count_in_the_summary_and_the_status(inputs, tmp_path
     assert one.returncode == 2 and "llilc-eh: error: [reader/" in one.stderr and no_traceback(one)
 
 
+@pytest.mark.parametrize("severity", ["error", "convention"])
+def test_translate_exits_2_on_a_validator_finding_of_either_severity(capsys, monkeypatch, severity):
+    """Our generator's tables are clean on the sample under every profile and O level (no real
+    finding to show), so one is injected after the real validator ran: a convention finding
+    counts on our own tables (docs/decisions.md), as `validate --translate` records it."""
+    from llilc_eh import pipeline
+    from llilc_eh.clauses.validate import Finding
+
+    real = pipeline.validate
+
+    def with_a_finding(table, profile):
+        return [*real(table, profile), Finding("sibling-order", (0, 1), "clause #1 before #0 (injected)", severity)]
+
+    monkeypatch.setattr(pipeline, "validate", with_a_finding)
+    assert cli.main(["translate", "--method", "Tests.CatchAndFilter.Program::CatchFilterCatch", "--json"]) == 2
+    out, err = capsys.readouterr()
+    js, = json.loads(out)["methods"]
+    assert js["ok"] is False and js["error"] is None
+    assert err == ("llilc-eh: finding: [clauses/validator:sibling-order] method 0x06000002 "
+                   "Tests.CatchAndFilter.Program::CatchFilterCatch: clause #1 before #0 (injected)\n")
+    monkeypatch.setattr(pipeline, "validate", real)            # the control: the same run, clean
+    assert cli.main(["translate", "--method", "Tests.CatchAndFilter.Program::CatchFilterCatch", "--json"]) == 0
+    assert capsys.readouterr().err == ""
+
+
 # --------------------------------------------------------------------------------------------
 # the boundary
 
