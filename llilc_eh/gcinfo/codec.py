@@ -33,6 +33,10 @@ _GPR = ("rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi",
         "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15")
 
 
+def _register_name(number: int) -> str:
+    return _GPR[number] if 0 <= number < len(_GPR) else f"register {number}"
+
+
 # ====================================================================== values
 
 @dataclass(frozen=True)
@@ -51,7 +55,7 @@ class GcSlot:
 
     def __str__(self) -> str:
         if self.is_register:
-            where = _GPR[self.register] if self.register < len(_GPR) else f"r{self.register}"
+            where = _register_name(self.register)
         else:
             where = f"[{STACK_SLOT_BASE_NAMES.get(self.base, self.base)}{self.offset:+#x}]"
         tags = [n.lower() for n in ("INTERIOR", "PINNED") if self.flags & GcSlotFlags[n]]
@@ -150,6 +154,36 @@ class GcInfo:
         """Tracked slots live at safe point `index`."""
         return self.live_sets[self.safe_point_live_set[index]] if self.live_sets else ()
 
+    def live_slots(self, offset: int) -> tuple[int, ...] | None:
+        """Tracked slots the runtime reports live at code `offset` (EnumerateLiveSlots): at a
+        safe point (pass the return address - 1, as the stack walker does for a caller) its
+        live set; inside an interruptible range the state its chunk gives (the final states,
+        flipped by each transition after the offset; a chunk without a pointer inherits the
+        end state of the last one with); None where the GC info says nothing (no safe point,
+        no range: the frame reports no tracked slot)."""
+        if offset in self.safe_points:
+            return self.live_at_safe_point(self.safe_points.index(offset))
+        pseudo, covered = None, 0
+        for start, stop in self.interruptible_ranges:
+            if start <= offset < stop:
+                pseudo = covered + offset - start
+            covered += stop - start
+        if pseudo is None:
+            return None
+        n = pseudo // NUM_NORM_CODE_OFFSETS_PER_CHUNK
+        for k in range(min(n, len(self.chunks) - 1), -1, -1):
+            chunk = self.chunks[k]
+            if chunk is None:
+                continue
+            live = set(chunk.final_live)
+            if k == n:
+                delta = pseudo % NUM_NORM_CODE_OFFSETS_PER_CHUNK
+                for slot, at in chunk.transitions:
+                    if at > delta:
+                        live ^= {slot}
+            return tuple(sorted(live))
+        return ()
+
     def __str__(self) -> str:
         rk = ReturnKind(self.return_kind).name if self.return_kind in ReturnKind._value2member_map_ \
             else str(self.return_kind)
@@ -157,22 +191,24 @@ class GcInfo:
         lines = [f"GC info v2 ({'slim' if self.slim else 'fat'} header): code length {self.code_length}, "
                  f"return kind {rk}, flags {flags}"]
         for name, value in (("prolog size", self.prolog_size), ("epilog size", self.epilog_size),
-                            ("security object", self.security_object_offset),
-                            ("GS cookie", self.gs_cookie_offset),
-                            ("PSPSym (Initial-SP relative)", self.psp_sym_offset),
                             ("EnC preserved area", self.edit_and_continue_preserved_area),
                             ("reverse P/Invoke frame slot", self.reverse_pinvoke_frame_slot)):
             if value is not None:
-                lines.append(f"  {name}: {value:#x}" if "size" not in name else f"  {name}: {value}")
+                lines.append(f"  {name}: {value}")
+        for name, offset in (("security object", self.security_object_offset),
+                             ("GS cookie", self.gs_cookie_offset),
+                             ("PSPSym (Initial-SP relative)", self.psp_sym_offset)):
+            if offset is not None:
+                lines.append(f"  {name} at sp{offset:+#x}")
         if self.generics_inst_context is not None:
             lines.append(f"  generics instantiation context: {self.generics_inst_context.name} at "
-                         f"{self.generics_inst_context_offset:#x}")
+                         f"{self.generics_inst_context_offset:+#x}")
         if self.stack_base_register is not None:
-            lines.append(f"  stack base register: {_GPR[self.stack_base_register] if self.stack_base_register < 16 else self.stack_base_register}")
+            lines.append(f"  stack base register: {_register_name(self.stack_base_register)}")
         if self.size_of_stack_area:
             lines.append(f"  stack parameter scratch area: {self.size_of_stack_area}")
         if self.safe_points:
-            lines.append(f"  safe points ({len(self.safe_points)}): " +
+            lines.append(f"  safe points ({len(self.safe_points)}, return address - 1): " +
                          " ".join(f"{p:#x}" for p in self.safe_points))
         for start, stop in self.interruptible_ranges:
             lines.append(f"  interruptible [{start:#x}, {stop:#x})")
@@ -248,7 +284,10 @@ def decode_sized(data: bytes | memoryview) -> tuple[GcInfo, int]:
     slots = _decode_slot_table(r)
     num_tracked = sum(not s.untracked for s in slots)
 
-    # Live states. The second part (live sets, chunks) starts at the byte after the first.
+    # Live states. The second part (live sets, chunks) starts at the byte after the first
+    # (the encoder's m_Info2). The runtime finds it by aligning after the call-site pointers or
+    # after the chunk pointers, whichever it reads: the same place unless a method has both
+    # call sites and interruptible ranges, which RyuJIT never writes (none in the corpus).
     live_sets: tuple[tuple[int, ...], ...] = ()
     set_index: tuple[int, ...] = ()
     pointers: tuple[int, ...] = ()

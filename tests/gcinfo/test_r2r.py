@@ -78,6 +78,53 @@ def test_corelib_sample_exercises_every_part_of_the_format(corelib_sample):
     assert not any(i.safe_points and i.interruptible_ranges for i in infos)
 
 
+SYSV_CALLEE_SAVED = {3, 5, 12, 13, 14, 15}   # RBX, RBP, R12-R15: what survives a call on Linux x64
+
+
+def test_registers_live_across_calls_are_callee_saved(corelib_sample):
+    """A semantic check of the decoded live sets and register numbers: at a call's return
+    address only a register the callee must preserve can still hold a live reference (RAX,
+    the returned one, too). Control: fully interruptible code, where references live in any
+    register between calls, does name volatile registers — the check can fail."""
+    checked = volatile_in_fully_interruptible = 0
+    for _, data in corelib_sample:
+        info = decode(data)
+        for point in info.safe_points:
+            for slot in info.live_slots(point):
+                s = info.slots[slot]
+                if s.is_register:
+                    checked += 1
+                    assert s.register in SYSV_CALLEE_SAVED | {0}, (info, point, s)
+        if info.interruptible_ranges:
+            volatile_in_fully_interruptible += sum(s.is_register and s.register not in SYSV_CALLEE_SAVED | {0}
+                                                   for s in info.slots)
+    assert checked > 5000
+    assert volatile_in_fully_interruptible > 100
+
+
+def test_live_slots_in_fully_interruptible_code(corelib_sample):
+    """Within interruptible code the chunk decoding gives, at the last offset of each chunk
+    with a pointer, exactly the chunk's final states (no transition can follow it)."""
+    seen = 0
+    for _, data in corelib_sample:
+        info = decode(data)
+        if not info.chunks:
+            continue
+        starts = []
+        covered = 0
+        for start, stop in info.interruptible_ranges:
+            starts.append((covered, start, stop))
+            covered += stop - start
+        for k, chunk in enumerate(info.chunks):
+            last = min((k + 1) * 64, covered) - 1
+            code = next(start + last - c for c, start, stop in starts if c <= last < c + stop - start)
+            if chunk is not None:
+                assert info.live_slots(code) == chunk.final_live
+                seen += 1
+        assert info.live_slots(info.code_length) is None
+    assert seen > 1000
+
+
 def test_small_image_survey_is_clean():
     s = survey_image(Corpus().find(SMALL_R2R).location)
     assert s.bodies == s.decoded > 0
