@@ -55,12 +55,14 @@ section, every fact verified there in the pinned runtime):
   CORINFO_HELP_DBLREM (JIT_DblRem), all SysV helpers of the runtime.
 * a filter returns exactly 0 or 1: the VM runs the handler only for EXCEPTION_EXECUTE_HANDLER
   (1); `endfilter`'s value is normalised (`!= 0`).
-* value types never travel by value: CoreCLR passes them by the SysV classification (in
-  registers up to 16 bytes, on the stack above), which our reader's convention (a pointer to
-  a copy) is not. A method whose own signature or whose call sites pass or return a value
-  type by value, or a vararg call, is refused with ReaderError kind `abi-unsupported`
-  naming the method and the parameter, so `run` declines it (RyuJIT compiles it) instead
-  of running wrong code.
+* value types by value travel as CoreCLR passes them, by the SysV classification
+  (llilc_eh.reader.abi): up to 16 bytes in registers, one LLVM value per eightbyte (i64 or
+  double / float / <2 x float>) when enough registers are left, else -- and above 16 bytes
+  -- in memory (`byval`); results up to 16 bytes in RAX/RDX/XMM0/XMM1, larger ones through
+  the return buffer after `this`, returned in RAX. What it cannot classify (explicit
+  layout, a field straddling an eightbyte) and vararg methods and calls are refused with
+  ReaderError kind `abi-unsupported` naming the method and the parameter (or the call's
+  IL offset), so `run` declines them (RyuJIT compiles them) instead of running wrong code.
 """
 
 from __future__ import annotations
@@ -82,7 +84,7 @@ class Target:
     data_cells: bool                       # external data addresses are loaded from 8-byte cells
     write_barriers: bool                   # reference stores into the heap call the barrier helpers
     normalize_filter_result: bool          # a filter returns exactly 0 or 1
-    value_types_by_value: bool             # the reader's pointer-to-a-copy convention may be used
+    struct_passing: str                    # "pointer" (to a copy: ours) | "sysv" (CoreCLR's, reader/abi.py)
     c_library_calls: bool                  # LLVM may call memcpy/memset/fmod (in the triple's convention)
 
     # -- what the reader writes ------------------------------------------------------------------
@@ -120,7 +122,7 @@ WIN_X64 = Target(
     data_cells=False,
     write_barriers=False,
     normalize_filter_result=False,
-    value_types_by_value=True,
+    struct_passing="pointer",
     c_library_calls=True,
 )
 
@@ -132,7 +134,7 @@ LINUX_X64 = Target(
     data_cells=True,
     write_barriers=True,
     normalize_filter_result=True,
-    value_types_by_value=False,
+    struct_passing="sysv",
     c_library_calls=False,
 )
 

@@ -80,12 +80,14 @@ from .jitee import (
     StackKind,
     is_void,
 )
+from .abi import plan_params, plan_return, reference_offsets
 from .translate import (
     _KIND_OF_STACK,
     _LLVM_OF_KIND,
     ARRAY_DATA_OFFSET,
     ARRAY_LENGTH_OFFSET,
     SV,
+    _ext_attr_of,
 )
 
 # Element types named by typed opcodes (ldind.*, stind.*, ldelem.*, stelem.*, conv.*):
@@ -642,6 +644,9 @@ class BlockTranslator:
             self.block.terminate("ret void")
             return
         sv = self.pop(ins.offset)
+        if tr._returns_vt(tr.ret_sig) and tr.target.struct_passing == "sysv":
+            self.sysv_return(sv)
+            return
         if tr._returns_vt(tr.ret_sig):
             info = tr.ee.compiled_method(tr.rid)
             self.memcpy(f"%p{1 if info.has_this else 0}", sv.op, tr.ee.size_and_align(tr.ret_sig)[0])
@@ -649,6 +654,60 @@ class BlockTranslator:
             return
         storage = tr.ee.storage_type(tr.ret_sig)
         self.block.terminate(f"ret {storage} {self.narrow(sv, storage)}")
+
+    def sysv_return(self, sv):
+        """Return a value type under SysV struct passing (reader/abi.py): its eightbytes in
+        registers, or a copy into the caller's buffer -- which may lie in the GC heap: each
+        object reference in it is stored again through the write barrier -- and the buffer's
+        address in RAX."""
+        tr = self.tr
+        info = tr.ee.type_info(tr.ret_sig)
+        plan = plan_return(tr.ee, tr.ret_sig)
+        if plan.how == "memory":
+            self.memcpy(tr.retbuf_param, sv.op, info.size)
+            if tr.target.write_barriers and info.gc:
+                for offset in reference_offsets(tr.ee, tr.ret_sig) or ():
+                    v = self.v()
+                    self.emit(f"{v} = load ptr, ptr {self.gep(sv.op, offset)}")
+                    self.write_barrier(self.gep(tr.retbuf_param, offset), SV("obj", v))
+            self.block.terminate(f"ret ptr {tr.retbuf_param}")
+            return
+        values = self.load_eightbytes(sv.op, info.size, plan.types)
+        if len(values) == 1:
+            self.block.terminate(f"ret {plan.types[0]} {values[0]}")
+            return
+        agg = "undef"
+        for k, (ty, value) in enumerate(zip(plan.types, values)):
+            nxt = self.v("ret")
+            self.emit(f"{nxt} = insertvalue {plan.llvm_return} {agg}, {ty} {value}, {k}")
+            agg = nxt
+        self.block.terminate(f"ret {plan.llvm_return} {agg}")
+
+    def load_eightbytes(self, src, size, types):
+        """The eightbytes of the value at `src` (of `size` bytes), through a 16-byte temporary."""
+        tmp = self.temp("[16 x i8]", 8)
+        self.memcpy(tmp, src, size)
+        out = []
+        for k, ty in enumerate(types):
+            v = self.v("eb")
+            self.emit(f"{v} = load {ty}, ptr {tmp if k == 0 else self.gep(tmp, 8)}")
+            out.append(v)
+        return out
+
+    def store_eightbytes(self, value, size, types) -> str:
+        """A temporary of `size` bytes holding the struct whose eightbytes are `value`."""
+        tmp = self.temp("[16 x i8]", 8)
+        if len(types) == 1:
+            self.emit(f"store {types[0]} {value}, ptr {tmp}")
+        else:
+            agg = "{ " + ", ".join(types) + " }"
+            for k, ty in enumerate(types):
+                v = self.v("eb")
+                self.emit(f"{v} = extractvalue {agg} {value}, {k}")
+                self.emit(f"store {ty} {v}, ptr {tmp if k == 0 else self.gep(tmp, 8)}")
+        out = self.temp(f"[{size} x i8]", 8)
+        self.memcpy(out, tmp, size)
+        return out
 
     def leave(self, ins):
         self.stack.clear()
@@ -733,6 +792,8 @@ class BlockTranslator:
         tr = self.tr
         tr.check_call_abi(params, ret_sig, cookie is not None, self.offset,
                           external[3] if external else "an indirect call")
+        if tr.target.struct_passing == "sysv":
+            return self.emit_call_sysv(callee, this, args, params, ret_sig, direct, external)
         types, values = [], []
         if this is not None:
             types.append("ptr")
@@ -775,6 +836,68 @@ class BlockTranslator:
         if not self.tr.target.data_cells:
             return "null"
         return self.global_(symbol + "$class", kind="method-class", token=token)
+
+    def emit_call_sysv(self, callee, this, args, params, ret_sig, direct, external):
+        """`emit_call` under SysV struct passing (reader/abi.py): value-type arguments as
+        their eightbytes or byval, value-type results in registers or through a return
+        buffer after `this`; small integers signext/zeroext."""
+        tr, ee = self.tr, self.tr.ee
+        ret = None if is_void(ret_sig) else ee.type_info(ret_sig)
+        ret_plan = plan_return(ee, ret_sig) if ret is not None and ret.stack_kind is StackKind.VALUE else None
+        entries, values = [], []
+        if this is not None:
+            entries.append("ptr")
+            values.append(("ptr", this.op if this.ty == "ptr" else self.narrow(this, "ptr"), None))
+        retbuf = None
+        if ret_plan is not None and ret_plan.how == "memory":
+            retbuf = self.temp(f"[{ret.size} x i8]", max(ret.align, 1))
+            entries.append("ptr")
+            values.append(("ptr", retbuf, None))
+        for sv, sig in zip(args, params):
+            if ee.stack_kind(sig) is StackKind.VALUE:
+                entries.append(sig)
+                values.append(("vt", sv, sig))
+            else:
+                ty = tr._param_type(sig)
+                entries.append(ty)
+                values.append(("scalar", self.narrow(sv, ty), ee.type_info(sig)))
+        types, plain, texts = [], [], []
+        for passing, (what, value, extra) in zip(plan_params(ee, entries), values):
+            if what == "ptr":
+                types.append("ptr"), plain.append("ptr"), texts.append(f"ptr {value}")
+            elif what == "scalar":
+                attr = _ext_attr_of(extra)
+                ty = f"{passing.types[0]}{' ' + attr if attr else ''}"
+                types.append(ty), plain.append(passing.types[0]), texts.append(f"{ty} {value}")
+            elif passing.how == "regs":
+                size = ee.type_info(extra).size
+                for ty, v in zip(passing.types, self.load_eightbytes(value.op, size, passing.types)):
+                    types.append(ty), plain.append(ty), texts.append(f"{ty} {v}")
+            else:
+                types.append(passing.param_type), plain.append("ptr")
+                texts.append(f"{passing.param_type} {value.op}")
+        if ret is None:
+            ret_ty = ret_text = "void"
+        elif ret_plan is not None:
+            ret_ty = ret_text = ret_plan.llvm_return
+        else:
+            attr = _ext_attr_of(ret)
+            ret_ty, ret_text = ret.storage, f"{attr + ' ' if attr else ''}{ret.storage}"
+        if direct:
+            tr.declares[callee] = tr.target.declare(f"declare {ret_text} {callee}({', '.join(types)})")
+            if external is not None:
+                tr.externals[external[0]] = External(external[0], "method", external[2], call=external[1],
+                                                     prototype=f"{ret_ty} ({', '.join(plain)})")
+        self.block, result = tr.call(self.block, self.ctx, self.region, ret_text, callee, texts, self.offset,
+                                     fnty=None if direct else f"{ret_text} ({', '.join(plain)})")
+        if retbuf:
+            return SV("vt", retbuf, ret_sig)
+        if ret_plan is not None:
+            return SV("vt", self.store_eightbytes(result, ret.size, ret_plan.types), ret_sig)
+        if result is None:
+            return None
+        kind = _KIND_OF_STACK[ret.stack_kind]
+        return SV(kind, self.widen(result, ret_ty, kind, ret.signed), ret_sig)
 
     def ldvirtftn(self, ins):
         obj = self.pop(ins.offset)
@@ -1173,6 +1296,9 @@ class BlockTranslator:
         me, target = tr.ee.compiled_method(tr.rid), tr.ee.method(ins.operand)
         if me.vararg or target.vararg:
             raise tr.fail("jmp in or to a vararg method", ins.offset, "jmp-vararg")
+        if tr.target.struct_passing == "sysv":
+            raise tr.fail(f"{tr.target}: jmp (a musttail call in our prototype) is not lowered for SysV struct "
+                          "passing", ins.offset, "abi-unsupported")
         mine = tr._param_llvm_types(me)
         theirs = (["ptr"] if target.has_this else []) + \
             (["ptr"] if tr._returns_vt(target.return_type) else []) + [tr._param_type(p) for p in target.params]

@@ -62,6 +62,7 @@ from ..errors import ReaderError
 from ..il.method import ILMethod
 from ..il.regions import Region, RegionKind
 from ..target import DEFAULT_TARGET, Target
+from .abi import eightbytes, plan_params, plan_return
 from .externals import External
 from .helpers import helper_declarations
 from .ir import Block, Function, quote_global
@@ -195,7 +196,11 @@ class Translator:
         info = self.ee.compiled_method(self.rid)
         self.ret_sig = info.return_type
         self._check_abi(info)
-        params = [(t, f"%p{i}") for i, t in enumerate(self._param_llvm_types(info))]
+        sysv = self.target.struct_passing == "sysv"
+        if sysv:
+            params, incoming = self._sysv_params(info)
+        else:
+            params = [(t, f"%p{i}") for i, t in enumerate(self._param_llvm_types(info))]
         fn = Function(self.parent_name, self.target.cc + self._ret_llvm(info), params,
                       attrs=self.target.define_attributes, personality=PERSONALITY)
         self.fn = fn
@@ -205,6 +210,9 @@ class Translator:
         self.local_infos = [self.ee.type_info(s) for s in self.local_sigs]
         self.locals = [fn.alloca(f"%loc{i}", info.storage) for i, info in enumerate(self.local_infos)]
         for i, info in enumerate(self.arg_infos):
+            if sysv:
+                self._sysv_copy_in(fn, i, info, incoming[i])
+                continue
             param = f"%p{i + self._param_shift(i)}"
             if info.stack_kind is StackKind.VALUE:   # passed as a pointer to a copy: copy it in
                 self.declares["llvm.memcpy"] = "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)"
@@ -577,7 +585,8 @@ class Translator:
     # -- module ----------------------------------------------------------------------------
 
     def _module(self) -> ReaderResult:
-        parts = [f"; llilc-eh reader: {self.where}",
+        where = self.where.replace("\n", " ").replace("\r", " ")   # a comment line, whatever the name holds
+        parts = [f"; llilc-eh reader: {where}",
                  f'target datalayout = "{DATALAYOUT}"', f'target triple = "{TRIPLE}"', ""]
         parts.extend(sorted(self.globals.values()))
         parts.append("")
@@ -598,37 +607,89 @@ class Translator:
 
     def _check_abi(self, info) -> None:
         """Refuse (`abi-unsupported`) a method whose own signature the target's convention
-        cannot express: on linux-x64 a value type passed or returned by value (CoreCLR's SysV
-        struct passing is not implemented) or a vararg method."""
-        if self.target.value_types_by_value:
+        cannot express: under SysV struct passing (linux-x64) a vararg method, or a small
+        value type parameter or result `abi.eightbytes` cannot classify."""
+        if self.target.struct_passing != "sysv":
             return
         if info.vararg:
             raise self.fail(f"{self.target}: a vararg method (CoreCLR on Linux has no vararg convention)",
                             None, "abi-unsupported")
         for i, sig in enumerate(self.arg_sigs):
-            if self.ee.stack_kind(sig) is StackKind.VALUE:
-                raise self.fail(f"{self.target}: parameter {i} ({self.ee.type_info(sig).text}) is a value type "
-                                "passed by value; SysV struct passing is not implemented", None, "abi-unsupported")
+            self._check_classifiable(sig, f"parameter {i}", None)
         if self._returns_vt(info.return_type):
-            raise self.fail(f"{self.target}: the return type ({self.ee.type_info(info.return_type).text}) is a "
-                            "value type returned by value; SysV struct returns are not implemented", None,
-                            "abi-unsupported")
+            self._check_classifiable(info.return_type, "the return type", None)
 
     def check_call_abi(self, params, ret_sig, vararg: bool, offset: int, what: str) -> None:
         """`_check_abi` for a call site at `offset` (`what`: the callee, for the message)."""
-        if self.target.value_types_by_value:
+        if self.target.struct_passing != "sysv":
             return
         if vararg:
             raise self.fail(f"{self.target}: a call to the vararg method {what}", offset, "abi-unsupported")
         for i, sig in enumerate(params):
-            if self.ee.stack_kind(sig) is StackKind.VALUE:
-                raise self.fail(f"{self.target}: argument {i} ({self.ee.type_info(sig).text}) of the call to {what} "
-                                "is a value type passed by value; SysV struct passing is not implemented", offset,
-                                "abi-unsupported")
+            self._check_classifiable(sig, f"argument {i} of the call to {what}", offset)
         if ret_sig is not None and self._returns_vt(ret_sig):
-            raise self.fail(f"{self.target}: the call to {what} returns a value type "
-                            f"({self.ee.type_info(ret_sig).text}) by value; SysV struct returns are not "
-                            "implemented", offset, "abi-unsupported")
+            self._check_classifiable(ret_sig, f"the result of the call to {what}", offset)
+
+    def _check_classifiable(self, sig, what: str, offset: int | None) -> None:
+        if self.ee.stack_kind(sig) is not StackKind.VALUE:
+            return
+        info = self.ee.type_info(sig)
+        if info.size <= 16 and eightbytes(self.ee, sig) is None:
+            raise self.fail(f"{self.target}: {what} ({info.text}, {info.size} bytes) is a value type passed by "
+                            "value that the SysV classification here cannot place (explicit layout, a field "
+                            "across an eightbyte, or no fields)", offset, "abi-unsupported")
+
+    def _sysv_params(self, info) -> tuple[list[tuple[str, str]], list]:
+        """The parent's parameters under SysV struct passing (reader/abi.py): `this`, the
+        return buffer of a result above 16 bytes, the arguments, each value type lowered to
+        its eightbytes or to a byval pointer; and per argument (passing, parameter names)."""
+        order: list = []       # (argument index or "retbuf", entry for plan_params)
+        for i, sig in enumerate(self.arg_sigs):
+            order.append((i, sig if self.ee.stack_kind(sig) is StackKind.VALUE else self._param_type(sig)))
+        ret = plan_return(self.ee, info.return_type) if self._returns_vt(info.return_type) else None
+        if ret is not None and ret.how == "memory":
+            order.insert(1 if info.has_this else 0, ("retbuf", "ptr"))
+        plans = plan_params(self.ee, [e for _, e in order])
+        params, incoming = [], {}
+        self.retbuf_param = None
+        for (which, _), passing in zip(order, plans):
+            if which == "retbuf":
+                self.retbuf_param = "%retbuf"
+                params.append(("ptr", "%retbuf"))
+                continue
+            name = f"%a{which}"
+            if passing.how == "regs":
+                names = [f"{name}.{k}" for k in range(len(passing.types))]
+                params += list(zip(passing.types, names))
+            elif passing.how == "memory":
+                names = [name]
+                params.append((passing.param_type, name))
+            else:
+                names = [name]
+                attr = _ext_attr_of(self.ee.type_info(self.arg_sigs[which]))
+                params.append((f"{passing.types[0]}{' ' + attr if attr else ''}", name))
+            incoming[which] = (passing, names)
+        return params, incoming
+
+    def _sysv_copy_in(self, fn: Function, i: int, info, incoming) -> None:
+        """Argument `i` from its SysV parameter(s) into its slot."""
+        passing, names = incoming
+        slot = self.args[i]
+        if passing.how == "scalar":
+            fn.entry.emit(f"store {info.storage} {names[0]}, ptr {slot}")
+            return
+        src = names[0]
+        if passing.how == "regs":
+            src = fn.alloca(f"{names[0][:-2]}.regs", "[16 x i8]", 8)
+            for k, (ty, name) in enumerate(zip(passing.types, names)):
+                at = src
+                if k:
+                    at = f"{names[0][:-2]}.hi"
+                    fn.entry.emit(f"{at} = getelementptr i8, ptr {src}, i64 8")
+                fn.entry.emit(f"store {ty} {name}, ptr {at}")
+        name = "llvm.memcpy" if self.target.c_library_calls else "llvm.memcpy.inline"
+        self.declares[name] = f"declare void @{name}.p0.p0.i64(ptr, ptr, i64, i1)"
+        fn.entry.emit(f"call void @{name}.p0.p0.i64(ptr {slot}, ptr {src}, i64 {info.size}, i1 false)")
 
     # -- types -----------------------------------------------------------------------------
 
@@ -652,9 +713,22 @@ class Translator:
         return sig is not None and not is_void(sig) and self.ee.stack_kind(sig) is StackKind.VALUE
 
     def _ret_llvm(self, info) -> str:
+        if self.target.struct_passing == "sysv" and not is_void(info.return_type):
+            if self._returns_vt(info.return_type):
+                return plan_return(self.ee, info.return_type).llvm_return
+            attr = _ext_attr_of(self.ee.type_info(info.return_type))
+            return f"{attr + ' ' if attr else ''}{self.ee.storage_type(info.return_type)}"
         if is_void(info.return_type) or self._returns_vt(info.return_type):
             return "void"
         return self.ee.storage_type(info.return_type)
+
+
+def _ext_attr_of(info) -> str:
+    """signext / zeroext for a small integer (SysV leaves the upper bits to whoever extends:
+    the attribute makes LLVM do it at the call boundary), else ""."""
+    if info.stack_kind is StackKind.INT32 and info.size < 4:
+        return "signext" if info.signed else "zeroext"
+    return ""
 
 
 def _comment_safe(namer):
@@ -672,7 +746,11 @@ def _i32(value: int) -> int:
 
 
 def _mangle(name: str, token: int) -> str:
-    return f"{name}$0x{token:08X}"
+    """The symbol of a method: its metadata name and token. The name as it is (`quote_global`
+    escapes it for LLVM), but a newline, which LLVM's own text route cannot carry (the printer
+    writes `\\n`, its assembler keeps both characters): it becomes `\\n` here already, so the
+    symbol is the same in an assembled and a directly emitted object; the token keeps it unique."""
+    return f"{name.replace(chr(10), chr(92) + 'n')}$0x{token:08X}"
 
 
 def _merge_shapes(a: tuple, b: tuple) -> tuple | None:

@@ -1,5 +1,6 @@
 """The reader's target-dependent translation (llilc_eh.target): write barriers, data
-cells, no C library calls, the value-type ABI refusal and the externals table, on a small
+cells, no C library calls, SysV struct passing (reader/abi.py) and what it refuses, and
+the externals table, on a small
 IL program assembled by the real ilasm, for linux-x64 against win-x64 (which must show
 none of it: the negative control of every count)."""
 
@@ -25,6 +26,16 @@ SOURCE = r"""
 { .field public object O  .field public int32 I }
 .class public sequential ansi sealed beforefieldinit P extends [mscorlib]System.ValueType
 { .field public int32 A  .field public int32 B }
+.class public sequential ansi sealed beforefieldinit Q extends [mscorlib]System.ValueType
+{ .field public int64 A  .field public int64 B }
+.class public sequential ansi sealed beforefieldinit R extends [mscorlib]System.ValueType
+{ .field public float64 X  .field public float64 Y }
+.class public sequential ansi sealed beforefieldinit F3 extends [mscorlib]System.ValueType
+{ .field public float32 A  .field public float32 B  .field public float32 C }
+.class public sequential ansi sealed beforefieldinit B3 extends [mscorlib]System.ValueType
+{ .field public int64 A  .field public int64 B  .field public int64 C }
+.class public explicit ansi sealed beforefieldinit X extends [mscorlib]System.ValueType
+{ .field [0] public int64 A  .field [0] public float64 B }
 .class public auto ansi beforefieldinit C extends [mscorlib]System.Object
 {
   .field public object F
@@ -69,6 +80,14 @@ SOURCE = r"""
   { ldarg.0 ldobj P call void C::TakesStruct(valuetype P) ret }
   .method public static void GetsStruct() cil managed
   { call valuetype P C::ReturnsStruct() pop ret }
+  .method public static valuetype B3 Wide(int64 a, int64 b, int64 c, int64 d, int64 e, valuetype Q q,
+                                        valuetype R r, valuetype F3 f, valuetype P p) cil managed
+  { .locals init (valuetype B3 v) ldloc.0 ret }
+  .method public static bool Small(int8 a, uint16 b) cil managed { ldc.i4.1 ret }
+  .method public static void TakesExplicit(valuetype X x) cil managed { ret }
+  .method public static void PassesExplicit(valuetype X& x) cil managed
+  { ldarg.0 ldobj X call void C::TakesExplicit(valuetype X) ret }
+  .method public static void Jumps() cil managed { jmp void C::Target() }
   .method public static void TypeOf() cil managed
   { ldtoken C call class [mscorlib]System.Type [mscorlib]System.Type::GetTypeFromHandle(valuetype [mscorlib]System.RuntimeTypeHandle) pop ret }
 }
@@ -128,14 +147,36 @@ def test_cells_helpers_instead_of_libcalls(asm):
         assert linux.externals[name[0]].cell and name[1] == "ptr", name
 
 
-@pytest.mark.parametrize("name, offset, what", [
-    ("TakesStruct", None, "parameter 0"),
-    ("ReturnsStruct", None, "return type"),
-    ("PassesStruct", 0x0006, "argument 0"),
-    ("GetsStruct", 0x0000, "returns a value type"),
-    ("TypeOf", 0x0005, "argument 0"),
+@pytest.mark.parametrize("name, shape", [
+    ("TakesStruct", r'define x86_64_sysvcc void @"C::TakesStruct\$0x[0-9A-F]+"\(i64 %a0\.0\)'),
+    ("ReturnsStruct", r'define x86_64_sysvcc i64 @"C::ReturnsStruct\$0x[0-9A-F]+"\(\)'),
+    ("PassesStruct", r'call x86_64_sysvcc void @"\[target_reader\]C::TakesStruct\(valuetype '
+                     r'\[target_reader\]P\)"\(i64 %eb\d+\)'),
+    ("GetsStruct", r'= call x86_64_sysvcc i64 @"\[target_reader\]C::ReturnsStruct\(\)"\(\)'),
+    ("TypeOf", r'call x86_64_sysvcc ptr @"\[mscorlib\]System.Type::GetTypeFromHandle\(valuetype '
+               r'\[mscorlib\]System.RuntimeTypeHandle\)"\(i64 %eb\d+\)'),
+    ("Wide", r'define x86_64_sysvcc ptr @"C::Wide\$0x[0-9A-F]+"\(ptr %retbuf, i64 %a0, i64 %a1, i64 %a2, '
+             r'i64 %a3, i64 %a4, ptr byval\(\[16 x i8\]\) align 8 %a5, double %a6\.0, double %a6\.1, '
+             r'<2 x float> %a7\.0, float %a7\.1, ptr byval\(\[8 x i8\]\) align 8 %a8\)'),
+    ("Small", r'define x86_64_sysvcc zeroext i8 @"C::Small\$0x[0-9A-F]+"\(i8 signext %a0, i16 zeroext %a1\)'),
 ])
-def test_value_types_by_value_are_refused_on_linux(asm, name, offset, what):
+def test_value_types_by_value_travel_by_sysv_classification(asm, name, shape):
+    """Under linux-x64 a struct of at most 16 bytes travels as its eightbytes (i64 for
+    INTEGER, double / float / <2 x float> for SSE) while registers last, else and above 16
+    bytes in memory (byval); a result above 16 bytes through the return buffer (returned);
+    small integers are extended at the boundary. win-x64 keeps its pointer to a copy."""
+    linux = _translate(asm, name, LINUX_X64)
+    assert re.search(shape, linux.module), linux.module
+    win = _translate(asm, name, WIN_X64)
+    assert "x86_64_sysvcc" not in win.module and "byval" not in win.module
+
+
+@pytest.mark.parametrize("name, offset, what", [
+    ("TakesExplicit", None, "parameter 0"),
+    ("PassesExplicit", 0x0006, "argument 0 of the call to"),
+    ("Jumps", 0x0000, "jmp"),
+])
+def test_what_sysv_cannot_place_is_refused(asm, name, offset, what):
     _translate(asm, name, WIN_X64)      # the control: our own convention takes them
     with pytest.raises(ReaderError) as e:
         _translate(asm, name, LINUX_X64)
