@@ -747,11 +747,12 @@ class JitEE:
                 for rid in range(1, names.row_count(TokenKind.ASSEMBLY_REF) + 1)]
         core = [r for r in refs if r.lower() in _NETCORE_CONTRACTS]
         netcore = next((f for f in frameworks if f.name == "netcore"), None)
-        if core and netcore is not None:
-            return netcore, f"{main_path.name} references {core[0]}, a .NET Core contract"
-        # A .NET Framework assembly (mscorlib): .NET Core runs it when its facades hold every
-        # type the assembly names; otherwise only a .NET Framework can, here Mono. Types that
-        # no framework holds (an application's own missing library) decide nothing.
+        if core and netcore is not None and "mscorlib" not in {r.lower() for r in refs}:
+            return netcore, f"{main_path.name} references {core[0]}, a .NET Core contract, and not mscorlib"
+        # A .NET Framework assembly (mscorlib; perhaps netstandard too, for the .NET Standard
+        # libraries it uses): .NET Core runs it when its facades hold every type the assembly
+        # names; otherwise only a .NET Framework can, here Mono. Types that no framework holds
+        # (an application's own missing library) decide nothing.
         first = self._misses(frameworks[0])
         if not first:
             return frameworks[0], f"it holds every type {main_path.name} names"

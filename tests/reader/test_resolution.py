@@ -266,6 +266,55 @@ def test_mono_types_in_netcore_alone_fail(mono_only):
     assert "assembly System.Windows.Forms, Version=4.0.0.0" in failed["Dialog"].reason
 
 
+MIXED_IL = """
+.assembly extern mscorlib { .publickeytoken = (B7 7A 5C 56 19 34 E0 89) .ver 4:0:0:0 }
+.assembly extern netstandard { .publickeytoken = (CC 7B 13 FF CD 2D DD 51) .ver 2:0:0:0 }
+.assembly extern System.Windows.Forms { .publickeytoken = (B7 7A 5C 56 19 34 E0 89) .ver 4:0:0:0 }
+.assembly Mixed { .ver 1:0:0:0 }
+.class public auto ansi beforefieldinit Mixed.Program extends [mscorlib]System.Object {
+  .method public static int32 Run(int32 x) cil managed {
+    .maxstack 2
+    .locals init (valuetype [System.Windows.Forms]System.Windows.Forms.DialogResult r, int32 v)
+    .try {
+      ldarg.0
+      stloc.0
+      ldloc.0
+      box [System.Windows.Forms]System.Windows.Forms.DialogResult
+      callvirt instance string [netstandard]System.Object::ToString()
+      callvirt instance int32 [netstandard]System.String::get_Length()
+      stloc.1
+      leave.s done
+    } catch [netstandard]System.Exception {
+      pop
+      ldc.i4.m1
+      stloc.1
+      leave.s done
+    }
+  done:
+    ldloc.1
+    ret
+  }
+}
+"""
+
+
+def test_framework_assembly_using_netstandard(tmp_path):
+    """A .NET Framework assembly that also references netstandard (as one using .NET Standard
+    libraries does) and uses System.Windows.Forms is still a .NET Framework assembly: it binds
+    in Mono, netstandard through Mono's facade. (Sent to .NET Core for its netstandard
+    reference, its DialogResult local was unresolved-type.)"""
+    from llilc_eh.check.toolchain import assemble
+    source = tmp_path / "Mixed.il"
+    source.write_text(MIXED_IL)
+    asm = Assembly(assemble(source, tmp_path, dll=True))
+    pipeline = Pipeline(asm, None)
+    framework, why = pipeline.ee.framework
+    assert framework.name == "mono", why
+    runs = [pipeline.front(rid) for rid in eh_methods(asm)]
+    assert len(runs) == 1 and runs[0].error is None, runs[0].error
+    assert pipeline.ee.size_and_align(pipeline.ee.local_types(runs[0].il.body)[0]) == (4, 4)
+
+
 def test_packaged_mono_application(tmp_path):
     """A real application folder holding only its own file -- Mono's ilasm.exe, copied alone --
     binds its references (PEAPI, Mono.Security: in Mono's GAC only) with no options. Before,
