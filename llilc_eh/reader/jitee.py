@@ -14,8 +14,9 @@ folder the user named, symlinks kept), then in the `references` folders (flat or
 in one framework: .NET Core 3.1.23 (the corpus) or the machine's Mono (GAC, 4.5, facades).
 `framework` is chosen once per compiled assembly from the assembly alone: the framework it is
 part of; .NET Core when it references System.Runtime, System.Private.CoreLib or netstandard
-and not mscorlib; for a .NET Framework (mscorlib) assembly .NET Core when its facades hold every type the
-assembly names, else the one that does (Mono) -- never a per-type mixture. Facades forward
+and not mscorlib; for a .NET Framework (mscorlib) assembly .NET Core when its facades hold
+every type the assembly names, else the one that does (Mono) -- never a per-type mixture.
+Facades forward
 types through their ExportedType table; forwarders are bound like references (netstandard ->
 System.Runtime -> System.Private.CoreLib). Nested TypeRefs resolve their enclosing type first.
 A type that cannot be found raises `ReaderError(kind="unresolved-type")` naming the type, the
