@@ -232,10 +232,12 @@ _ASSIGNMENT = re.compile(r"[^\s=]+\s*=")
 
 
 def _unquote(name: str) -> str:
-    """A symbol of the assembly text: MCSymbol::print quotes a name with `\\n`, `\\"` and
-    `\\\\` escaped and every other byte (UTF-8 included) as it is."""
+    """A symbol of the assembly text as LLVM's assembler reads it into the object: MCSymbol::print
+    quotes a name with `\\"`, `\\\\` and `\\n` escaped and every other byte (UTF-8 included) as it
+    is; the assembler undoes the first two and keeps `\\n` as two characters (the reader never
+    names a function with a newline: `translate._mangle`)."""
     if len(name) >= 2 and name[0] == name[-1] == '"':
-        return re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), name[1:-1])
+        return re.sub(r'\\([\\"])', r"\1", name[1:-1])
     return name
 
 
@@ -266,7 +268,7 @@ def _text_items(asm: str) -> list[_Item]:
     `:` can make a label and only an `=` a symbol assignment."""
     items, section = [], ".text"
     append = items.append
-    for line in asm.splitlines():
+    for line in asm.split("\n"):   # LLVM ends lines with \n; names hold U+0085, U+2028 ... raw
         stripped = line.strip()
         if not stripped:
             continue

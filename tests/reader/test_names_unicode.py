@@ -189,6 +189,62 @@ def test_same_shape_same_clause_table(runs, opt):
     assert {name: len(c) for name, c in code.items() if len(c) != len(code[CONTROL])} == {}
 
 
+# -- line and control characters, through LLVM's text route -----------------------------------------
+
+# metadata name -> how ilasm's single-quoted identifier writes it
+CONTROL_NAMES = {"a\tb": "a\\tb", "a\x01b": "a\\001b", "a\rb": "a\\rb", "a\x0bb": "a\\013b",
+                 "a\x0cb": "a\\014b", "a\x1cb": "a\\034b", "a\x7fb": "a\x7fb", "a\x85b": "a\x85b",
+                 "a\u2028b": "a\u2028b", "a\u2029b": "a\u2029b", "a\nb": "a\\nb", 'a"b\\c': 'a\\"b\\\\c'}
+
+
+@pytest.fixture(scope="module")
+def control_runs(tmp_path_factory) -> dict:
+    """Methods named with line and control characters, each a try/finally and no filter: their
+    objects are LLVM's assembler run on its own text (the route `names_unicode.il`'s
+    localescape methods do not take)."""
+    methods = "".join(f"""
+  .method public static void '{spelled}'() cil managed
+  {{
+    .try {{
+      call void [mscorlib]System.Console::WriteLine()
+      leave.s OUT
+    }} finally {{
+      call void [mscorlib]System.Console::WriteLine()
+      endfinally
+    }}
+  OUT:
+    ret
+  }}""" for spelled in CONTROL_NAMES.values())
+    folder = tmp_path_factory.mktemp("control_names")
+    source = folder / "control_names.il"
+    source.write_text(".assembly extern mscorlib {}\n.assembly control_names {}\n"
+                      f".class public auto ansi abstract sealed K extends [mscorlib]System.Object\n{{{methods}\n}}\n",
+                      encoding="utf-8")
+    asm = Assembly(assemble(source, folder, dll=True))
+    rids = [rid for rid in asm.methods_with_il() if asm.body(rid).clauses]
+    with CodegenPool(1) as pool:
+        return {(run.il.body.name, opt): run for opt in OPT_LEVELS
+                for run in Pipeline(asm, pool, opt=opt).run_many(rids)}
+
+
+@pytest.mark.parametrize("opt", OPT_LEVELS)
+def test_line_and_control_characters(control_runs, opt):
+    """Python's str.splitlines() took U+0085, U+2028, U+2029, \\v, \\f and \\x1c inside a quoted
+    symbol for line ends (the assembly text reader lost the function); a newline is the one
+    character LLVM's text route cannot carry (printed `\\n`, assembled as those two characters),
+    so the reader writes it as `\\n` itself and the symbol is the same on both routes."""
+    assert sorted(n for n, o in control_runs if o == opt) == sorted(f"K::{n}" for n in CONTROL_NAMES)
+    for name in CONTROL_NAMES:
+        run = control_runs[f"K::{name}", opt]
+        assert run.error is None and run.ok, (name, str(run.error))
+        assert run.codegen.route == "assemble"
+        parent = f"K::{name.replace(chr(10), chr(92) + 'n')}$0x{run.il.body.token:08X}"
+        functions = [s.name for s in run.coff.functions_in(".text")]
+        assert functions[0] == parent and run.image.parent == parent, name
+        assert all(FUNCLET_NAME.fullmatch(f)["parent"] == parent for f in functions[1:]), name
+        assert sorted(f.name for f in run.recovered.functions) == sorted(functions)
+
+
 def test_program_output_on_coreclr(exe):
     proc = run_on_coreclr(exe)
     assert proc.returncode == 0, proc.stderr
