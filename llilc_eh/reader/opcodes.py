@@ -70,6 +70,7 @@ from __future__ import annotations
 import re
 
 from ..assembly.signatures import CallKind, ElementType, PrimitiveType
+from ..errors import LlilcEhError
 from ..il.opcodes import OPCODES, Flow, OperandKind
 from .externals import External
 from .helpers import IMPLICIT_CHECKS
@@ -748,12 +749,11 @@ class BlockTranslator:
         elif info.has_this:
             this = self.pop(ins.offset)
         if this is not None and name == "callvirt":
+            boxed = False
             if self.prefix_constrained is not None and this.kind == "byref":
-                if tr.ee.stack_kind(tr.ee.token_type(self.prefix_constrained)) is not StackKind.VALUE:
-                    v = self.v()
-                    self.emit(f"{v} = load ptr, ptr {this.op}")
-                    this = SV("obj", v)
-            if this.kind == "obj":
+                this = self.constrained_this(self.prefix_constrained, this, info, ins)
+                boxed = this.sig == "boxed"
+            if this.kind == "obj" and not boxed:      # (a box is never null)
                 self.null_check(this.op)
         self.prefix_constrained = None
         virtual = name == "callvirt" and info.is_virtual is not False and this is not None
@@ -771,6 +771,29 @@ class BlockTranslator:
             self.stack.append(this if this.kind != "byref" else SV("vt", this.op, this.sig))
         elif result is not None:
             self.stack.append(result)
+
+    def constrained_this(self, token, this, info, ins) -> SV:
+        """`constrained. T callvirt M` with `this` a managed pointer (ECMA-335 III.2.1): a
+        reference type T -> the object it points at; a value type T -> a boxed copy, on
+        which M is called virtually -- what ECMA prescribes when T does not implement M
+        itself, and the same result when it does and cannot change `this`: the primitive
+        types and enums (C#'s `i.ToString()` on an int32 is `constrained. int32 callvirt
+        Object::ToString()`). A struct of its own that declares a method named like M
+        (its implementation might mutate `this`, which a copy would lose) is refused,
+        `constrained-call`."""
+        tr = self.tr
+        sig = tr.ee.token_type(token)
+        kind = tr.ee.stack_kind(sig)
+        if kind is StackKind.OBJ:
+            v = self.v()
+            self.emit(f"{v} = load ptr, ptr {this.op}")
+            return SV("obj", v)
+        if kind is StackKind.VALUE and _declares_method_named(tr.ee, token, info.name):
+            raise tr.fail(f"constrained. {tr.ee.type_info(sig).text} callvirt {info.display}: the value type "
+                          "implements it itself (a call on the original, not a boxed copy, is needed)", ins.offset,
+                          "constrained-call")
+        cls = self.global_(tr.ee.class_handle(token), kind="class", token=token)
+        return SV("obj", self.helper("CORINFO_HELP_BOX", [f"ptr {cls}", f"ptr {this.op}"]), "boxed")
 
     def calli(self, ins):
         sig = self.tr.asm.names.standalone_signature(ins.operand)
@@ -1340,6 +1363,20 @@ class BlockTranslator:
 
     def pop_(self, ins):
         self.pop(ins.offset)
+
+
+def _declares_method_named(ee, type_token: int, name: str) -> bool:
+    """Whether the TypeDef of a type token declares a method called `name` (or an explicit
+    interface implementation `I.name`); True when the type cannot be found (the caller refuses)."""
+    try:
+        module, rid, _ = ee._owner_def(type_token)
+    except LlilcEhError:
+        return True
+    for mrid in module.methods_of(rid):
+        own = module.string(module.row((0x06 << 24) | mrid).Name_StringIndex)
+        if own == name or own.endswith("." + name):
+            return True
+    return False
 
 
 def _is_field_ref(asm, token: int) -> bool:

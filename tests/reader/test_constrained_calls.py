@@ -1,0 +1,73 @@
+"""`constrained. T callvirt M` with a managed pointer `this` (ECMA-335 III.2.1): a reference
+type T dereferences it, a primitive or enum T (C#'s `i.ToString()`) boxes a copy and calls M
+virtually on it, a struct that declares M itself is refused (`constrained-call`: its own M
+might change `this`, which a boxed copy would lose). Before, an int32 `this` was loaded as
+if it were an object reference (a crash in the runtime, tests/runtime/cs/gc.cs)."""
+
+from __future__ import annotations
+
+import pytest
+
+from llilc_eh.assembly.loader import Assembly
+from llilc_eh.check.toolchain import assemble
+from llilc_eh.errors import ReaderError
+from llilc_eh.il.method import analyze
+from llilc_eh.reader.jitee import JitEE
+from llilc_eh.reader.lint import check_module
+from llilc_eh.reader.translate import Options, translate
+from llilc_eh.target import LINUX_X64, WIN_X64
+
+SOURCE = r"""
+.assembly extern mscorlib {}
+.assembly constrained_calls {}
+.class public sequential ansi sealed beforefieldinit Own extends [mscorlib]System.ValueType
+{
+  .field public int32 A
+  .method public hidebysig virtual instance string ToString() cil managed { ldstr "own" ret }
+}
+.class public auto ansi beforefieldinit C extends [mscorlib]System.Object
+{
+  .method public static string OnInt(int32 i) cil managed
+  { ldarga.s i  constrained. [mscorlib]System.Int32  callvirt instance string [mscorlib]System.Object::ToString()  ret }
+  .method public static string OnString(string s) cil managed
+  { ldarga.s s  constrained. [mscorlib]System.String  callvirt instance string [mscorlib]System.Object::ToString()  ret }
+  .method public static string OnOwn(valuetype Own& o) cil managed
+  { ldarg.0  constrained. Own  callvirt instance string [mscorlib]System.Object::ToString()  ret }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def asm(tmp_path_factory) -> Assembly:
+    path = tmp_path_factory.mktemp("constrained") / "constrained_calls.il"
+    path.write_text(SOURCE)
+    return Assembly(assemble(path, path.parent, dll=True))
+
+
+def _translate(asm, name, target):
+    rid = asm.find_method(f"C::{name}").rid
+    result = translate(asm, analyze(asm.body(rid)), JitEE(asm), Options(target=target))
+    check_module(result.module, method=name)
+    return result
+
+
+@pytest.mark.parametrize("target", (WIN_X64, LINUX_X64), ids=lambda t: t.name)
+def test_primitive_is_boxed_then_called_virtually(asm, target):
+    r = _translate(asm, "OnInt", target)
+    assert r.helper_calls == {"CORINFO_HELP_BOX": 1, "CORINFO_HELP_VIRTUAL_FUNC_PTR": 1}, r.helper_calls
+    assert r.module.index("@CORINFO_HELP_BOX(") < r.module.index("@CORINFO_HELP_VIRTUAL_FUNC_PTR(")
+    classes = [e for e in r.externals.values() if e.kind == "class"]
+    assert [(e.symbol, e.token >> 24) for e in classes] == [("class:int32", 0x1B)]   # the constrained token (ilasm: a TypeSpec)
+
+
+@pytest.mark.parametrize("target", (WIN_X64, LINUX_X64), ids=lambda t: t.name)
+def test_reference_type_is_dereferenced(asm, target):
+    r = _translate(asm, "OnString", target)
+    assert "CORINFO_HELP_BOX" not in r.helper_calls and r.helper_calls["CORINFO_HELP_VIRTUAL_FUNC_PTR"] == 1
+    assert "= load ptr, ptr %arg0" in r.module
+
+
+def test_struct_with_its_own_method_is_refused(asm):
+    with pytest.raises(ReaderError) as e:
+        _translate(asm, "OnOwn", WIN_X64)
+    assert e.value.kind == "constrained-call" and "C::OnOwn" in str(e.value) and e.value.offset == 0x0007   # the callvirt
