@@ -876,6 +876,9 @@ def run_campaign(args, sources) -> int:
     by_strategy: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     for r in campaign(seeds, sources, args.jobs, args.pipeline_every, args.time_limit):
         reports.append(r)
+        if len(reports) % 500 == 0:
+            print(f"mutate: {len(reports)}/{args.count} mutants, {len(defects)} with defects, "
+                  f"{time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
         for s in r.strategies:
             by_strategy[s]["mutants"] += 1
             by_strategy[s]["with defects"] += bool(r.defects)

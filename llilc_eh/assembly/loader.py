@@ -86,11 +86,20 @@ class Assembly:
         self.path = Path(path)
         self.data = data = read_image(self.path)
         with _dnfile_warnings() as warnings:
+            # The dnfile call boundary: what its parsers raise on damaged input is not part of
+            # its API (AssertionError, AttributeError on a half-built object, TypeError from an
+            # abstract row class of a table whose rows it cannot size, ...), so anything they
+            # raise is the file's damage, named by what was being read.
             try:
                 pe = dnfile.dnPE(data=data, fast_load=True, clr_lazy_load=True)
                 pe.parse_data_directories(directories=[COM_DESCRIPTOR])
             except (pefile.PEFormatError, dnfile.errors.dnFormatError, ValueError, IndexError, struct.error) as e:
                 raise AssemblyError(f"{self.path}: not a readable PE image: {e}", kind="bad-pe") from None
+            except Exception as e:  # noqa: BLE001 - see above
+                raise AssemblyError(f"{self.path}: the CLR header or metadata (root, stream headers, #~ "
+                                    f"table header) cannot be parsed: {type(e).__name__}: {e}"
+                                    + (f" ({'; '.join(warnings)})" if warnings else ""),
+                                    kind="bad-metadata") from None
         if pe.net is None or pe.net.mdtables is None or pe.net.mdtables.MethodDef is None and \
                 pe.net.mdtables.TypeDef is None:
             detail = f" ({'; '.join(warnings)})" if warnings else ""
@@ -125,20 +134,22 @@ class Assembly:
         return raw + delta
 
     def _method_row(self, rid: int):
+        """The raw MethodDef row, read by `MetadataNames` (not dnfile's lazy row object, whose
+        struct lacks its columns when the row could not be parsed)."""
         table = self.pe.net.mdtables.MethodDef
         if table is None or not 1 <= rid <= len(table):
             raise AssemblyError(f"method token 0x{METHODDEF_TABLE << 24 | rid:08X} is past the MethodDef "
                                 f"table ({self.method_count} rows)", kind="unresolved-token")
-        return table[rid - 1]
+        return self.names.method_row(rid)
 
     def has_il(self, rid: int) -> bool:
         """Whether the method has an IL body (not abstract, extern, runtime or native)."""
-        row = self._method_row(rid).struct
+        row = self._method_row(rid)
         return row.Rva != 0 and (row.ImplFlags & CODE_TYPE_MASK) == CODE_TYPE_IL
 
     def is_synchronized(self, rid: int) -> bool:
         """[MethodImpl(Synchronized)]: the JIT adds an EH clause of its own to release the lock."""
-        return bool(self._method_row(rid).struct.ImplFlags & IMPL_SYNCHRONIZED)
+        return bool(self._method_row(rid).ImplFlags & IMPL_SYNCHRONIZED)
 
     def method(self, rid: int) -> MethodRef:
         token = METHODDEF_TABLE << 24 | rid
@@ -154,7 +165,7 @@ class Assembly:
 
     def body(self, rid: int) -> MethodBody:
         """Parse the IL body of MethodDef `rid`; AssemblyError if it has none or it is damaged."""
-        row = self._method_row(rid).struct
+        row = self._method_row(rid)
         token = METHODDEF_TABLE << 24 | rid
         if not self.has_il(rid):
             raise AssemblyError("method has no IL body (abstract, extern, runtime or native code)",
@@ -227,12 +238,25 @@ def _dnfile_warnings():
         def emit(self, record: logging.LogRecord) -> None:
             messages.append(record.getMessage())
 
-    logger = logging.getLogger("dnfile")
+    def from_dnfile(record: logging.LogRecord) -> bool:
+        # Some of dnfile's modules log through the root logger (`logging.warning`), which
+        # also installs a stderr handler on first use: collect those, let others pass.
+        if "dnfile" in Path(record.pathname).parts:
+            messages.append(record.getMessage())
+            return False
+        return True
+
+    logger, root = logging.getLogger("dnfile"), logging.getLogger()
     handler, propagate = Collect(logging.WARNING), logger.propagate
+    quiet = logging.NullHandler()      # root has a handler: `logging.warning` skips basicConfig
     logger.addHandler(handler)
     logger.propagate = False
+    root.addFilter(from_dnfile)
+    root.addHandler(quiet)
     try:
         yield messages
     finally:
         logger.removeHandler(handler)
         logger.propagate = propagate
+        root.removeFilter(from_dnfile)
+        root.removeHandler(quiet)

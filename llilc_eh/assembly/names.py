@@ -22,7 +22,8 @@ does. Identifiers are not quoted.
 
 Unresolvable tokens (rid 0, past the end of the table, absent table, a kind that cannot
 be asked) raise `AssemblyError(kind="unresolved-token")` naming the token in hex;
-malformed blobs raise kind "bad-signature" and heap indexes past a heap "bad-metadata".
+malformed blobs raise kind "bad-signature"; heap indexes past a heap, rows whose bytes
+cannot be read and heaps their stream header misplaces raise "bad-metadata".
 Edit-and-continue indirection tables (MethodPtr, FieldPtr) are not followed: compilers
 do not emit them into shipped assemblies.
 """
@@ -114,9 +115,9 @@ class MetadataNames:
                                 kind="no-metadata")
         self._pe = pe
         self._tables = dict(net.mdtables.tables)   # table number -> dnfile table
-        self._strings = _heap_bytes(net.strings)
-        self._blobs = _heap_bytes(net.blobs)
-        self._user_strings = _heap_bytes(net.user_strings)
+        self._strings = _heap_bytes(net.strings, "#Strings")
+        self._blobs = _heap_bytes(net.blobs, "#Blob")
+        self._user_strings = _heap_bytes(net.user_strings, "#US")
         self._string_cache: dict[int, str] = {}
         self._type_names: dict[int, str] = {}
         self._signatures: dict[int, object] = {}
@@ -158,7 +159,8 @@ class MetadataNames:
             reader = self._row_readers[table_id] = self._row_reader(table)
         row = reader(rid)
         if row is None:
-            raise _unresolved(token, f"{table.name} row {rid} could not be read")
+            raise AssemblyError(f"token 0x{token:08X}: {table.name} row {rid} cannot be read (the table runs "
+                                f"past the #~ stream or the file)", kind="bad-metadata")
         return row
 
     def _row_reader(self, table):
@@ -344,6 +346,11 @@ class MetadataNames:
         self._row(self._rid_token(TokenKind.FIELD, rid))
         return self._owner(rid, TokenKind.FIELD)
 
+    def method_row(self, rid: int):
+        """MethodDef `rid`'s raw columns (`Rva`, `ImplFlags`, ...): what the loader asks to find
+        a body, read like every other row (bad-metadata when its bytes cannot be read)."""
+        return self._row(self._rid_token(TokenKind.METHOD_DEF, rid), TokenKind.METHOD_DEF)
+
     def method_name(self, rid: int) -> str:
         """`Ns.Type::Name` (nested: `Ns.Outer/Inner::Name`): how users name a method."""
         row = self._row(self._rid_token(TokenKind.METHOD_DEF, rid))
@@ -506,19 +513,29 @@ class MetadataNames:
 
 
 def _dnfile_row(table, rid: int):
-    """Row `rid` of a dnfile table as dnfile parses it (its raw column struct), or None."""
+    """Row `rid` of a dnfile table as dnfile parses it (its raw column struct), or None when
+    dnfile cannot read it. A row dnfile fails to construct (its bytes lie past the #~ stream)
+    comes back as a struct without its columns, or dnfile raises whatever its parser met
+    (AssertionError, TypeError, ...): this is the dnfile call boundary, so both are None."""
     try:
         row = table.rows[rid - 1]
-    except IndexError:
+        struct_ = getattr(row, "struct", None) if row is not None else None
+    except Exception:  # noqa: BLE001 - dnfile's lazy row parse on damaged metadata
         return None
-    return getattr(row, "struct", None) if row is not None else None
+    if struct_ is None or not all(hasattr(struct_, keys[0]) for keys in getattr(struct_, "__keys__", ())):
+        return None
+    return struct_
 
 
-def _heap_bytes(heap) -> bytes:
+def _heap_bytes(heap, name: str) -> bytes:
     """A heap's whole contents (dnfile's public accessor, called once per heap)."""
     if heap is None:
         return b""
-    return bytes(heap.get_data_at_offset(0, heap.sizeof()))
+    try:
+        data = heap.get_data_at_offset(0, heap.sizeof())
+    except Exception as e:  # noqa: BLE001 - the dnfile call boundary: a heap its header misplaces
+        raise AssemblyError(f"the {name} heap cannot be read: {type(e).__name__}: {e}", kind="bad-metadata") from None
+    return bytes(data or b"")
 
 
 def _compressed(data: bytes, pos: int) -> tuple[int, int]:

@@ -600,7 +600,8 @@ class BlockTranslator:
         self.check(bad, kind, "ovf")
 
     def ckfinite(self, ins):
-        a = self.stack[-1]
+        a = self.pop(ins.offset)     # peeked: it stays on the stack
+        self.stack.append(a)
         if a.kind != "f":
             raise self.tr.fail("ckfinite on a non-float", ins.offset, "type-mismatch")
         abs_v, bad = self.v(), self.v("notfinite")
