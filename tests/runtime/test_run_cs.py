@@ -2,12 +2,10 @@
 stdout and exit code byte-identical to a RyuJIT-only run of the same program on the same
 runtime (the oracle), and the declines exactly the known, named ones.
 
-Known gaps, each a strict xfail or a named decline so that a fix shows up:
-- gc: the catch handler's `i.ToString()` is `constrained. [System.Int32] callvirt
-  Object::ToString()` on a byref to an int32 local; the reader loads `this` through the byref
-  as if Int32 were a reference type (its stack kind is int32, not value) and calls
-  CORINFO_HELP_VIRTUAL_FUNC_PTR on that garbage: SIGSEGV (seen in gdb: the helper got
-  0x7fff00000000, the int's 0 over the high half of a stack address).
+Known gaps would be strict xfails (CRASHES) or named declines (KNOWN_DECLINES), so that a fix
+shows up. gc crashed until the reader's constrained-call transform (5aca914): `i.ToString()` is
+`constrained. [System.Int32] callvirt Object::ToString()` and `this` was loaded through the
+int32's byref as an object (gdb: CORINFO_HELP_VIRTUAL_FUNC_PTR got 0x7fff00000000).
 No program has a known decline: every method with EH is compiled by llilc-eh (values'
 structs by value too, since the reader's SysV classification, 7659614).
 """
@@ -25,7 +23,7 @@ from llilc_eh.check.toolchain import run_on_coreclr
 CS_DIR = Path(__file__).resolve().parent / "cs"
 PROGRAMS = sorted(p.stem for p in CS_DIR.glob("*.cs"))
 CONFIGS = {"O0": dict(opt=0), "O2": dict(opt=2), "O2-clone": dict(opt=2, clone_finally=True)}
-CRASHES = {"gc": "constrained. callvirt on an int32 byref loads `this` as an object (reader)"}
+CRASHES: dict[str, str] = {}      # program -> why it is known to fail (strict xfail)
 KNOWN_DECLINES: dict[str, dict[str, str]] = {}     # program -> {method: reason substring}
 
 
