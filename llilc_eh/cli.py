@@ -124,6 +124,11 @@ def _references(args) -> tuple[str, ...]:
 
 
 def _methods(asm: Assembly, args) -> list:
+    """The method the user named (--method or --token, not both), or every method with EH."""
+    if args.token and args.method:
+        raise LlilcEhError(f"--method {args.method} and --token {args.token}: name the method one way")
+    if args.index is not None and not (args.token or args.method):
+        raise LlilcEhError("--index picks an overload of the --method named")
     query = args.token or args.method
     if query:
         return [asm.find_method(query, index=args.index)]
