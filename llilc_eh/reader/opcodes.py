@@ -70,11 +70,11 @@ from __future__ import annotations
 import re
 
 from ..assembly.signatures import CallKind, ElementType, PrimitiveType
-from ..errors import LlilcEhError
 from ..il.opcodes import OPCODES, Flow, OperandKind
 from .externals import External
 from .helpers import IMPLICIT_CHECKS
 from .jitee import (
+    OBJECT_HEADER_SIZE,
     TYPEDREF_SIZE,
     TYPEDREF_TYPE_OFFSET,
     TYPEDREF_VALUE_OFFSET,
@@ -749,11 +749,15 @@ class BlockTranslator:
             this = self.new_object(info, ins)
         elif info.has_this:
             this = self.pop(ins.offset)
+        copy_back = None
         if this is not None and name == "callvirt":
             boxed = False
             if self.prefix_constrained is not None and this.kind == "byref":
-                this = self.constrained_this(self.prefix_constrained, this, info, ins)
+                original = this
+                this = self.constrained_this(self.prefix_constrained, this)
                 boxed = this.sig == "boxed"
+                if boxed and tr.ee.stack_kind(tr.ee.token_type(self.prefix_constrained)) is StackKind.VALUE:
+                    copy_back = (original, self.prefix_constrained, this.op)
             if this.kind == "obj" and not boxed:      # (a box is never null)
                 self.null_check(this.op)
         self.prefix_constrained = None
@@ -768,31 +772,33 @@ class BlockTranslator:
         result = self.emit_call(callee, this, args, info.params, info.return_type, direct=not virtual,
                                 cookie=cookie, external=(info.symbol, "newobj" if name == "newobj" else "direct",
                                                          ins.operand, info.display))
+        if copy_back is not None:    # the struct's value, as the call left it in the box, back in place
+            original, token, box = copy_back
+            sig = tr.ee.token_type(token)
+            self.store_heap(original.op, SV("vt", self.gep(box, OBJECT_HEADER_SIZE), sig), sig, lambda: self.global_(
+                tr.ee.class_handle(token), kind="class", token=token))
         if name == "newobj":
             self.stack.append(this if this.kind != "byref" else SV("vt", this.op, this.sig))
         elif result is not None:
             self.stack.append(result)
 
-    def constrained_this(self, token, this, info, ins) -> SV:
+    def constrained_this(self, token, this) -> SV:
         """`constrained. T callvirt M` with `this` a managed pointer (ECMA-335 III.2.1): a
         reference type T -> the object it points at; a value type T -> a boxed copy, on
-        which M is called virtually -- what ECMA prescribes when T does not implement M
-        itself, and the same result when it does and cannot change `this`: the primitive
-        types and enums (C#'s `i.ToString()` on an int32 is `constrained. int32 callvirt
-        Object::ToString()`). A struct of its own that declares a method named like M
-        (its implementation might mutate `this`, which a copy would lose) is refused,
-        `constrained-call`."""
+        which M is called virtually (the vtable's unboxing stub reaches T's own M when T
+        implements it). For a struct (not a primitive or an enum, which no method changes)
+        `call` then copies the box's value back into the original: T's own M -- an
+        enumerator's MoveNext -- sees and changes `this` as if called on it, the one
+        difference being that the original is updated when M returns, not as M runs.
+        The calls CoreCLR makes directly with the managed pointer need a method no token
+        of ours names (T's own M, in T's module): the box reaches it with what the
+        installer resolves already (class, method handle, helpers)."""
         tr = self.tr
         sig = tr.ee.token_type(token)
-        kind = tr.ee.stack_kind(sig)
-        if kind is StackKind.OBJ:
+        if tr.ee.stack_kind(sig) is StackKind.OBJ:
             v = self.v()
             self.emit(f"{v} = load ptr, ptr {this.op}")
             return SV("obj", v)
-        if kind is StackKind.VALUE and _declares_method_named(tr.ee, token, info.name):
-            raise tr.fail(f"constrained. {tr.ee.type_info(sig).text} callvirt {info.display}: the value type "
-                          "implements it itself (a call on the original, not a boxed copy, is needed)", ins.offset,
-                          "constrained-call")
         cls = self.global_(tr.ee.class_handle(token), kind="class", token=token)
         return SV("obj", self.helper("CORINFO_HELP_BOX", [f"ptr {cls}", f"ptr {this.op}"]), "boxed")
 
@@ -1364,20 +1370,6 @@ class BlockTranslator:
 
     def pop_(self, ins):
         self.pop(ins.offset)
-
-
-def _declares_method_named(ee, type_token: int, name: str) -> bool:
-    """Whether the TypeDef of a type token declares a method called `name` (or an explicit
-    interface implementation `I.name`); True when the type cannot be found (the caller refuses)."""
-    try:
-        module, rid, _ = ee._owner_def(type_token)
-    except LlilcEhError:
-        return True
-    for mrid in module.methods_of(rid):
-        own = module.string(module.row((0x06 << 24) | mrid).Name_StringIndex)
-        if own == name or own.endswith("." + name):
-            return True
-    return False
 
 
 def _is_field_ref(asm, token: int) -> bool:

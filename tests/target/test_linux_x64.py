@@ -16,7 +16,7 @@ from collections import Counter
 import capstone
 import pytest
 from capstone import x86 as cs_x86
-from conftest import CONFIGS, config_name, readobj_unwind
+from target_runs import CONFIGS, config_name, linux, readobj, readobj_unwind, target_pool, windows  # noqa: F401 (fixtures)
 
 from llilc_eh.backend.coff import CoffObject, RelocationType
 from llilc_eh.backend.codegen import object_symbol

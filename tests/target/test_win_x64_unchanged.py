@@ -16,6 +16,9 @@ import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).parent))
+from target_runs import target_pool, windows  # noqa: E402,F401 (fixtures)
+
 GOLDEN = Path(__file__).with_name("win_x64_golden.json")
 
 
@@ -60,7 +63,7 @@ def test_the_digest_sees_a_one_byte_change(windows):
 
 if __name__ == "__main__":      # regenerate the golden file from the current tree
     sys.path.insert(0, str(Path(__file__).parent))
-    from conftest import run_sample
+    from target_runs import run_sample
 
     from llilc_eh.backend.codegen import CodegenPool
     from llilc_eh.target import WIN_X64

@@ -1,6 +1,9 @@
-"""Shared fixtures of the target tests: the embedded sample (every tests/il program in one
-DLL) through the whole pipeline for each target, at O0 and O2, with continuation selectors
-and with cloned finallys, once per session."""
+"""What the target tests share, fixtures included: the embedded sample (every tests/il
+program in one DLL) through the whole pipeline for each target, at O0 and O2, with
+continuation selectors and with cloned finallys. A module of its own, imported by the test
+modules, not a conftest.py: pytest imports every conftest.py as the module `conftest`, and
+tests/backend's modules import names from theirs, which another folder's conftest loaded
+after it (several folders given on one command line) would shadow."""
 
 from __future__ import annotations
 
@@ -50,6 +53,24 @@ def run_sample(target: Target, pool: CodegenPool) -> TargetRuns:
     return TargetRuns(asm, rids, target, runs)
 
 
+_FUNCTION = re.compile(r"RuntimeFunction \{(.*?)\n  \}", re.S)
+_FIELD = re.compile(r"^\s*(StartAddress|PrologSize): (.*)$", re.M)
+_CODE_OFFSET = re.compile(r"^\s*0x([0-9A-F]{2}): ", re.M)
+
+
+def readobj_unwind(readobj: str, path) -> dict[str, tuple[int, list[int]]]:
+    """{function symbol: (prolog size, code offsets)} from `llvm-readobj --unwind`."""
+    text = subprocess.run([readobj, "--unwind", str(path)], check=True, capture_output=True, text=True).stdout
+    out = {}
+    for body in _FUNCTION.findall(text):
+        fields = dict(_FIELD.findall(body))
+        start = fields["StartAddress"].rsplit(" (", 1)[0]
+        if " +0x" in start:
+            continue          # a range starting inside a function (none expected)
+        out[start] = (int(fields["PrologSize"]), [int(x, 16) for x in _CODE_OFFSET.findall(body)])
+    return out
+
+
 @pytest.fixture(scope="session")
 def target_pool():
     with CodegenPool(1) as pool:
@@ -71,21 +92,3 @@ def readobj():
     path = shutil.which("llvm-readobj")
     assert path, "llvm-readobj (Debian package llvm) is required"
     return path
-
-
-_FUNCTION = re.compile(r"RuntimeFunction \{(.*?)\n  \}", re.S)
-_FIELD = re.compile(r"^\s*(StartAddress|PrologSize): (.*)$", re.M)
-_CODE_OFFSET = re.compile(r"^\s*0x([0-9A-F]{2}): ", re.M)
-
-
-def readobj_unwind(readobj: str, path) -> dict[str, tuple[int, list[int]]]:
-    """{function symbol: (prolog size, code offsets)} from `llvm-readobj --unwind`."""
-    text = subprocess.run([readobj, "--unwind", str(path)], check=True, capture_output=True, text=True).stdout
-    out = {}
-    for body in _FUNCTION.findall(text):
-        fields = dict(_FIELD.findall(body))
-        start = fields["StartAddress"].rsplit(" (", 1)[0]
-        if " +0x" in start:
-            continue          # a range starting inside a function (none expected)
-        out[start] = (int(fields["PrologSize"]), [int(x, 16) for x in _CODE_OFFSET.findall(body)])
-    return out
