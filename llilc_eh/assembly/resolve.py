@@ -254,6 +254,7 @@ class Binder:
     root: Path                                      # the compiled assembly, as named
     references: tuple[Place, ...] = ()
     _files: dict[str, tuple[Identity | None, Assembly | None, str | None]] = field(default_factory=dict)
+    _listings: dict[Path, dict[str, str]] = field(default_factory=dict)
 
     @property
     def beside(self) -> Place:
@@ -284,7 +285,9 @@ class Binder:
         for place in self.places(framework):
             tried.append(str(place))
             for path in place.candidates(ref):
-                if not path.is_file():      # a regular file (or a symlink to one): never a FIFO
+                if not path.is_file():
+                    path = self._other_case(path)
+                if path is None or not path.is_file():   # a regular file (or a symlink to one): never a FIFO
                     continue
                 ident, asm, why = self.open(path)
                 if why is None:
@@ -293,6 +296,21 @@ class Binder:
                     return Binding(ref, path, tuple(tried), tuple(rejected))
                 rejected.append(f"{path}: {why}")
         return Binding(ref, None, tuple(tried), tuple(rejected))
+
+    def _other_case(self, path: Path) -> Path | None:
+        """`path` spelt in another case in its folder (runtimes match simple names ignoring
+        case; Linux file names do not), or None."""
+        listing = self._listings.get(path.parent)
+        if listing is None:
+            try:
+                names = os.listdir(path.parent)
+            except OSError:
+                names = []
+            listing = self._listings[path.parent] = {}
+            for name in sorted(names):
+                listing.setdefault(name.casefold(), name)
+        name = listing.get(path.name.casefold())
+        return path.parent / name if name is not None else None
 
     def assembly(self, path: Path) -> Assembly:
         """The opened assembly of a bound file."""

@@ -355,6 +355,10 @@ def test_missing_reference_names_every_place(tmp_path):
     outcome = {r.name.split("::")[-1]: r.error for r in runs}
     assert outcome["Catches"] is None and outcome["UsesLib"] is None
     assert outcome["UsesPair"].kind == "unresolved-type" and str(refs) in outcome["UsesPair"].reason
+    # Found in another spelling: runtimes match simple names ignoring case, Linux files do not.
+    shutil.copy(lib, app / "LIB.DLL")
+    again = JitEE(Assembly(app / "App.dll"), references=[refs])
+    assert again.layout(_typeref(again, "Lib.Pair")).size == 4
 
 
 # ------------------------------------------------------------------------------------ command line
