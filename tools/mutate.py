@@ -339,13 +339,22 @@ def s_heap(rng, a, data) -> str:
     return f"{name}: " + scribble(rng, data, start, start + size)
 
 
-def _body(rng, a, eh_only: bool = True) -> Body:
+class MutantBytes(bytearray):
+    """The mutant's bytes, and the methods whose bodies a strategy changed (the reader runs
+    those first: an IL or clause change matters to the method it is in)."""
+
+    touched: list[int]
+
+
+def _body(rng, a, data: MutantBytes, eh_only: bool = True) -> Body:
     pool = a.eh_bodies if eh_only and a.eh_bodies else a.bodies
-    return rng.choice(pool)
+    b = rng.choice(pool)
+    data.touched.append(b.rid)
+    return b
 
 
 def s_method_header(rng, a, data) -> str:
-    b = _body(rng, a, eh_only=rng.random() < 0.8)
+    b = _body(rng, a, data, eh_only=rng.random() < 0.8)
     where = f"method 0x{METHODDEF_TABLE << 24 | b.rid:08X} header @0x{b.offset:X}"
     if b.tiny or rng.random() < 0.1:
         old = data[b.offset]
@@ -376,7 +385,7 @@ def s_method_header(rng, a, data) -> str:
 
 
 def s_il(rng, a, data) -> str:
-    b = _body(rng, a)
+    b = _body(rng, a, data)
     if not b.instructions:
         return "no instructions"
     ins = rng.choice(b.instructions)
@@ -430,6 +439,7 @@ def s_eh_section(rng, a, data) -> str:
     if not bodies:
         return "no EH sections"
     b = rng.choice(bodies)
+    data.touched.append(b.rid)
     at, fat, count = rng.choice(b.sections)
     where = f"method 0x{METHODDEF_TABLE << 24 | b.rid:08X} EH section @0x{at:X}"
     if rng.random() < 0.3 or not count:
@@ -538,6 +548,7 @@ class Mutant:
     strategies: list[str]
     changes: list[str]
     data: bytes
+    touched: tuple[int, ...] = ()
 
     def describe(self) -> str:
         return f"seed {self.seed} ({self.source}): " + "; ".join(self.changes)
@@ -549,13 +560,14 @@ def make_mutant(anatomies: list[Anatomy], seed: int) -> Mutant:
     rng = random.Random(f"{a.path.name}:{seed}")
     names = list(STRATEGIES)
     weights = [STRATEGIES[n][1] for n in names]
-    data = bytearray(a.data)
+    data = MutantBytes(a.data)
+    data.touched = []
     changes = []
     chosen = rng.choices(names, weights, k=rng.choice((1, 1, 1, 2, 3)))
     chosen.sort(key=lambda n: n == "truncate")   # the others locate fields in the whole file
     for name in chosen:
         changes.append(STRATEGIES[name][0](rng, a, data))
-    return Mutant(a.path.name, seed, chosen, changes, bytes(data))
+    return Mutant(a.path.name, seed, chosen, changes, bytes(data), tuple(dict.fromkeys(data.touched)))
 
 
 # ------------------------------------------------------------------------------ the driver
@@ -659,7 +671,7 @@ class Runner:
         report = MutantReport(seed, m.source, m.strategies, m.changes)
         path = self.folder / m.source
         path.write_bytes(m.data)
-        state: dict = {"seed": seed, "path": path}
+        state: dict = {"seed": seed, "path": path, "touched": m.touched}
         previous = signal.signal(signal.SIGALRM, _alarm)
         signal.alarm(self.time_limit)
         try:
@@ -729,9 +741,12 @@ class Runner:
         report.outcomes.append(Outcome("il", "ok"))
 
     def _reader_rids(self, state) -> list[int]:
-        rids = sorted(state.get("analyzed", ()))
+        """The methods a mutation touched that still analyse cleanly, then others at random."""
+        analyzed = state.get("analyzed", {})
+        first = [rid for rid in state["touched"] if rid in analyzed][:self.reader_methods]
+        rest = sorted(set(analyzed) - set(first))
         rng = random.Random(state["seed"])
-        return sorted(rng.sample(rids, min(self.reader_methods, len(rids))))
+        return first + sorted(rng.sample(rest, min(self.reader_methods - len(first), len(rest))))
 
     def _reader(self, state, report):
         from llilc_eh.pipeline import Pipeline
@@ -884,6 +899,8 @@ def run_campaign(args, sources) -> int:
             by_strategy[s]["with defects"] += bool(r.defects)
         if r.defects:
             defects.append(r)
+            print(f"mutate: defect at seed {r.seed}: {', '.join(o.result for o in r.defects)}", file=sys.stderr,
+                  flush=True)
     counts = tally(reports)
     print(f"{len(reports)} mutants (seeds {args.seed}..{args.seed + args.count - 1}) of "
           f"{', '.join(s.name for s in sources)} in {time.perf_counter() - t0:.0f} s")
