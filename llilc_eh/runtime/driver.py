@@ -105,11 +105,15 @@ def build_report(events: list[dict], config: RunConfig, exit_code: int) -> dict:
     # the alt JIT could not start Python: nothing was compiled by us, and that is a failure
     declined += [{"method": "*", "reason": f"the alt JIT did not start: {e.get('reason')}"}
                  for e in events if e.get("event") == "startup-failed"]
-    return {"program": config.program, "assembly": config.assembly, "exit_code": exit_code,
+    jitee = [{"method": e.get("method"), **a} for e in events if e.get("event") == "jitee" for a in e["answers"]]
+    report = {"program": config.program, "assembly": config.assembly, "exit_code": exit_code,
             "selection": config.methods or ["every method with EH of " + config.assembly],
             "opt": config.opt, "clone_finally": config.clone_finally,
             "gc": "conservative", "tiered_compilation": False,
             "compiled": compiled, "declined": declined}
+    if config.compare_jitee:
+        report["jitee"] = jitee
+    return report
 
 
 def summary(report: dict) -> str:
@@ -123,11 +127,17 @@ def summary(report: dict) -> str:
                      f"{m['funclets']} funclet(s), {m['jit_ms']:.1f} ms")
     for m in d:
         lines.append(f"  declined  {m['method']}: {m['reason']}")
+    if "jitee" in report:
+        differ = [a for a in report["jitee"] if not a["agree"]]
+        lines.append(f"  JIT-EE: {len(report['jitee'])} metadata answer(s) asked of the runtime, {len(differ)} differ")
+        lines.extend(f"    differs  {a['method']}: {a['question']} {a['token']}: metadata {a['metadata']}, "
+                     f"runtime {a['runtime']}" for a in differ)
     return "\n".join(lines)
 
 
 def run(program: str | os.PathLike, args: list[str], *, methods: list[str] = (), opt: int = 2,
-        clone_finally: bool = False, damage: str | None = None, stdout=None, stderr=None,
+        clone_finally: bool = False, damage: str | None = None, compare_jitee: bool = False,
+        stdout=None, stderr=None,
         timeout: float | None = None) -> RunOutcome:
     """Run the program (stdout/stderr: inherited unless given, as for subprocess.Popen; a
     `timeout` -- for tests -- kills the program and raises subprocess.TimeoutExpired)."""
@@ -151,7 +161,7 @@ def run(program: str | os.PathLike, args: list[str], *, methods: list[str] = (),
         config = RunConfig(program=str(program), assembly=program_assembly_name(program),
                            search_dirs=[str(program.parent), str(corpus.framework_dir)],
                            events=str(events), methods=list(methods), opt=opt,
-                           clone_finally=clone_finally, damage=damage)
+                           clone_finally=clone_finally, damage=damage, compare_jitee=compare_jitee)
         config_path = Path(tmp) / "config.json"
         config.dump(config_path)
         proc = subprocess.Popen([str(dotnet), str(program), *args], stdout=stdout, stderr=stderr,
@@ -178,7 +188,7 @@ def run(program: str | os.PathLike, args: list[str], *, methods: list[str] = (),
 def main(args) -> int:
     """The `run` subcommand (args from cli.py's parser)."""
     outcome = run(args.program, args.args, methods=args.methods or [], opt=args.opt,
-                  clone_finally=args.clone_finally)
+                  clone_finally=args.clone_finally, compare_jitee=args.compare_jitee)
     sys.stdout.flush()
     print(summary(outcome.report), file=sys.stderr)
     if args.report:
@@ -216,6 +226,9 @@ def add_parser(sub) -> None:
     p.add_argument("--report", metavar="FILE", help="write the summary as JSON to FILE")
     p.add_argument("--require-all", action="store_true",
                    help="exit 2 if any selected method was declined (else the program's exit code)")
+    p.add_argument("--compare-jitee", action="store_true",
+                   help="also ask the runtime the questions the metadata JIT-EE answered for each compiled method "
+                        "(field offsets, value classes, class sizes) and report any difference")
     p.add_argument("program", help="the program (.exe)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="the program's arguments")
     p.set_defaults(func=command)

@@ -47,7 +47,7 @@ IMAGE_REL_BASED_REL32 = 0x10          # corinfo.h: recordRelocation's rel32 (jum
 CORINFO_INITCLASS_USE_HELPER = 0x04
 PVALUE_STUB = bytes.fromhex("48b8") + bytes(8) + bytes.fromhex("ff20")   # mov rax, imm64; jmp [rax]
 STUB_ALIGN = 16
-DAMAGES = ("try-end-short",)
+DAMAGES = ("try-end-short", "jitee-field-offset")
 _REL32_EXTRA = {RelocationType.REL32: 0, RelocationType.REL32_1: 1, RelocationType.REL32_2: 2,
                 RelocationType.REL32_3: 3, RelocationType.REL32_4: 4, RelocationType.REL32_5: 5}
 
@@ -83,6 +83,12 @@ class Layout:
 def compile_and_install(service, jit: JitInfo, info, asm_name: str, token: int, name: str,
                         entry_ptr: int, size_ptr: int) -> dict:
     run = compile_method(service, token, name, asm_name)
+    if service.config.compare_jitee:
+        from .compare import compare_answers
+        pipeline = service._pipelines[(str(service.file_of(asm_name)), service.config.opt,
+                                       service.config.clone_finally)]
+        answers = compare_answers(jit, info, run, pipeline.ee, service.config.damage)
+        service.record({"event": "jitee", "method": name, "answers": answers})
     values, calls = resolve_externals(jit, info, run)
     layout = lay_out(run, values, calls)
     clause_bytes = damaged(run.clause_bytes, service.config.damage)
@@ -304,7 +310,7 @@ def _align(blob: bytearray, n: int) -> None:
 
 def damaged(clause_bytes: bytes, damage: str | None) -> bytes:
     """The clause table, or the negative control's damaged copy of it (module docstring)."""
-    if damage is None:
+    if damage is None or damage == "jitee-field-offset":     # the latter is compare.py's
         return clause_bytes
     from ..clauses.generate import decode_clauses, encode_clauses
     if damage != "try-end-short":

@@ -191,6 +191,19 @@ class JitInfo:
     def init_class(self, field: int, method: int, context: int) -> int:
         return self.trapped("initClass", field, method, context, 0) & 0xFFFFFFFF
 
+    # -- type system questions (the runtime-backed JIT-EE grows from these) -----------------
+
+    def field_offset(self, field: int) -> int:
+        """getFieldOffset: from the object reference for a class's field (the method table
+        pointer included), from the value's start for a value type's."""
+        return self.trapped("getFieldOffset", field) & 0xFFFFFFFF
+
+    def class_size(self, cls: int) -> int:
+        return self.trapped("getClassSize", cls) & 0xFFFFFFFF
+
+    def is_value_class(self, cls: int) -> bool:
+        return bool(self.trapped("isValueClass", cls) & 0xFFFFFFFF)
+
     # -- reporting the code (trapped: allocation can fail with an OOM exception) ------------
 
     def reserve_unwind_info(self, is_funclet: bool, size: int) -> None:

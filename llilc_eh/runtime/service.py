@@ -59,6 +59,7 @@ class RunConfig:
     opt: int = 2
     clone_finally: bool = False
     damage: str | None = None          # a negative control (see install.DAMAGES), tests only
+    compare_jitee: bool = False        # ask the runtime what the metadata JIT-EE answered (compare.py)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> RunConfig:

@@ -55,7 +55,7 @@ def _cases():
 @pytest.mark.parametrize("name, config", list(_cases()))
 def test_cs_program_output_equals_ryujit(cs_programs, ryujit_runs, run_captured, name, config):
     oracle = ryujit_runs[name]
-    out = run_captured(cs_programs[name], **CONFIGS[config])
+    out = run_captured(cs_programs[name], compare_jitee=True, **CONFIGS[config])
     assert out.stdout.decode() == oracle.stdout, out.stderr.decode()[-2000:]
     assert out.exit_code == oracle.returncode
     declined = {d["method"]: d["reason"] for d in out.report["declined"]}
@@ -63,3 +63,17 @@ def test_cs_program_output_equals_ryujit(cs_programs, ryujit_runs, run_captured,
     assert set(declined) == set(known), declined
     assert all(why in declined[m] for m, why in known.items())
     assert out.report["compiled"] or known
+    assert [a for a in out.report["jitee"] if not a["agree"]] == []    # metadata answers = the runtime's
+
+
+def test_jitee_comparison_sees_answers_and_can_fail(cs_programs, run_captured):
+    """values.cs touches struct fields and sizes: the comparison has answers to compare, and
+    with every metadata field offset shifted by 8 (the negative control) they differ."""
+    good = run_captured(cs_programs["values"], compare_jitee=True)
+    answers = good.report["jitee"]
+    assert {"field offset", "value class", "class size"} <= {a["question"] for a in answers}
+    assert all(a["agree"] for a in answers)
+    bad = run_captured(cs_programs["values"], compare_jitee=True, damage="jitee-field-offset")
+    offsets = [a for a in bad.report["jitee"] if a["question"] == "field offset"]
+    assert offsets and not any(a["agree"] for a in offsets)
+    assert bad.stdout == good.stdout          # only the comparison was damaged, not the code
