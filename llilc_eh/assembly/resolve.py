@@ -11,7 +11,9 @@ can load the assembly would make of it:
   .NET Framework installations) --, then every `--reference` folder (a flat folder or a GAC
   root), then the places of the framework chosen for the compiled assembly.
 * A place holds `NAME.dll` / `NAME.exe` (flat) and, for a GAC, `NAME/VERSION_CULTURE_TOKEN/NAME.dll`
-  (Mono's layout, `4.0.0.0__b77a5c561934e089`; the exact version first, then newer ones).
+  (Mono's layout, `4.0.0.0__b77a5c561934e089`; .NET Framework 4's GAC_MSIL writes
+  `v4.0_4.0.0.0__b77a5c561934e089`; the exact version first, then newer ones). File names
+  match in any case, as runtimes match simple names.
 * A file stands for a reference when its identity *satisfies* it (`mismatch`): same name and
   culture; the same public key token when the reference is strong-named (not for a
   retargetable reference, II.23.1.2); a version at least the referenced one (both runtimes
@@ -143,7 +145,10 @@ class Place:
             except OSError:
                 children = []
             for child in children:
-                version, _, rest = child.name.partition("_")
+                name = child.name
+                if name.startswith("v") and "_" in name:
+                    name = name.split("_", 1)[1]        # .NET Framework 4's GAC_MSIL: v4.0_VERSION__TOKEN
+                version, _, rest = name.partition("_")
                 try:
                     parsed = tuple(int(p) for p in version.split("."))
                 except ValueError:

@@ -743,9 +743,7 @@ class JitEE:
         for f in frameworks:
             if f.holds(main_path):
                 return f, f"{main_path.name} is part of it"
-        names = self._main.names
-        refs = [self._main.assembly_ref_name((TokenKind.ASSEMBLY_REF << 24) | rid)
-                for rid in range(1, names.row_count(TokenKind.ASSEMBLY_REF) + 1)]
+        refs = self._main_reference_names()
         core = [r for r in refs if r.lower() in _NETCORE_CONTRACTS]
         netcore = next((f for f in frameworks if f.name == "netcore"), None)
         if core and netcore is not None and "mscorlib" not in {r.lower() for r in refs}:
@@ -768,6 +766,17 @@ class JitEE:
             why.insert(0, f"it holds every type {main_path.name} names"
                        + (" that any framework holds" if nowhere else ""))
         return frameworks[best], "; ".join(why)
+
+    def _main_reference_names(self) -> list[str]:
+        """The names of the compiled assembly's AssemblyRefs (a damaged row is left out: it
+        decides nothing, and binding it later names its own error)."""
+        out = []
+        for rid in range(1, self._main.names.row_count(TokenKind.ASSEMBLY_REF) + 1):
+            try:
+                out.append(self._main.assembly_ref_name((TokenKind.ASSEMBLY_REF << 24) | rid))
+            except LlilcEhError:
+                continue
+        return out
 
     def _misses(self, framework: Framework) -> list[str]:
         """The types named by the compiled assembly's TypeRefs that `framework` (with the

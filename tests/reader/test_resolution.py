@@ -204,6 +204,13 @@ def test_gac_file_named_directly(gac_layout):
     ee, runs = _translate_all(real, references=[gac])
     assert len(runs) == 2 and _failures(runs) == []
     assert gac in ee.search_path
+    # .NET Framework 4's GAC_MSIL spelling of the version folder, v4.0_VERSION__TOKEN.
+    msil = gac.parent / "GAC_MSIL"
+    a = Path(os.path.realpath(lib / "GacA.dll"))
+    (msil / "GacA" / ("v4.0_" + a.parent.name)).mkdir(parents=True, exist_ok=True)
+    shutil.copy(a, msil / "GacA" / ("v4.0_" + a.parent.name) / "GacA.dll")
+    ee = JitEE(Assembly(real), references=[msil])
+    assert ee.layout(_typeref(ee, "GacA.Cell")).size == 16
 
 
 def test_identity_mismatch_is_refused(gac_layout, tmp_path):
