@@ -185,3 +185,29 @@ def test_corpus_assembly_with_withheld_references(partial_framework, pool):
     assert failed and clean, (len(failed), len(clean))
     assert all(o[0] == "error" and o[2] == "unresolved-type" for o in failed), failed[:3]
     assert all(any(w[:-4] in o[3] for w in WITHHELD) for o in failed), failed[:3]
+
+
+def test_a_bug_of_ours_is_recorded_for_its_own_method(app, monkeypatch):
+    """Negative control of the stream's attribution, independent of the reader: a front that
+    raises (an injected RuntimeError, standing for any bug of ours) is recorded for its own
+    method, while the methods translated before and after it keep their own outcomes. Before
+    the fix the record went to the method at the head of the stream."""
+    asm = Assembly(app)
+    rids = eh_methods(asm)
+    victim = rids[4]
+    real_front = Pipeline.front
+
+    def front(self, rid, il=None):
+        if rid == victim:
+            raise RuntimeError("injected")
+        return real_front(self, rid, il)
+
+    monkeypatch.setattr(Pipeline, "front", front)
+    report = batch.validate_file(str(app), translate=True)
+    internal = [f for f in report.translate_failures if f["stage"] == "internal"]
+    body = asm.body(victim)
+    assert [(f["method"], f["kind"]) for f in internal] == [(f"0x{body.token:08X} {body.name}", "RuntimeError")]
+    others = {f["method"] for f in report.translate_failures} - {internal[0]["method"]}
+    assert others == {f"0x{asm.body(r).token:08X} {asm.body(r).name}" for r in rids
+                      if asm.body(r).name.endswith("PairLocal")}
+    assert report.translated == len(rids) - 2
