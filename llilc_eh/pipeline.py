@@ -159,9 +159,10 @@ class Pipeline:
     def __init__(self, asm: Assembly, pool: CodegenPool | None, *, opt: int = 2,
                  profile: Profile | str = DEFAULT_PROFILE, options: Options | None = None,
                  differential: bool = True, verify_image: bool = True,
-                 references: Sequence[str] = ()):
+                 references: Sequence[str] = (), framework: str | None = None):
         self.asm, self.pool, self.opt = asm, pool, opt
         self.references = tuple(references)     # `--reference` folders, for the JIT-EE
+        self.framework = framework              # None: the JIT-EE chooses (JitEE.framework)
         self.profile = Profile(profile)
         self.options = options if options is not None else Options()
         self.differential, self.verify_image = differential, verify_image
@@ -170,7 +171,7 @@ class Pipeline:
     @property
     def ee(self) -> JitEE:
         if self._ee is None:
-            self._ee = JitEE(self.asm, references=self.references)
+            self._ee = JitEE(self.asm, references=self.references, framework=self.framework)
         return self._ee
 
     # -- the halves ---------------------------------------------------------------------------

@@ -683,15 +683,23 @@ class JitEE:
     """Answers a JIT's questions about one compiled assembly (see the module docstring)."""
 
     def __init__(self, asm: Assembly, search_path: Iterable[str | Path] | None = None,
-                 references: Iterable[str | Path] = ()):
+                 references: Iterable[str | Path] = (), framework: str | None = None):
         """Referenced assemblies are bound by identity (`assembly.resolve`): beside `asm` (the
         folder named, symlinks kept), then in each of `references` (flat folders or GACs),
-        then in the framework chosen for `asm` among the installed ones (`framework`).
-        `search_path` replaces the installed frameworks by these folders (`[]`: none)."""
+        then in the framework chosen for `asm` among the installed ones (`framework`), or in
+        the one named (`framework="netcore"`: what a caller running the code in CoreCLR needs,
+        whatever the assembly targets). `search_path` replaces the installed frameworks by
+        these folders (`[]`: none)."""
         self.asm = asm
         self._binder = Binder(Path(asm.path), tuple(reference_place(d) for d in references))
         self._frameworks: tuple[Framework, ...] = (
             installed_frameworks() if search_path is None else (search_path_framework(search_path),))
+        if framework is not None:
+            named = tuple(f for f in self._frameworks if f.name == framework)
+            if not named:
+                raise ReaderError(f"framework {framework} is not installed (installed: "
+                                  f"{', '.join(f.name for f in self._frameworks) or 'none'})", kind="no-framework")
+            self._frameworks = named
         self._framework: tuple[Framework | None, str] | None = None
         self._main = _Module(asm)
         # Every cache below holds only complete answers, so that what one method asked

@@ -263,9 +263,11 @@ def test_mono_types_bind_in_mono(mono_only):
     assert ee.size_and_align(local) == (16, 8)         # object _object; int _index; int _length
 
 
-def test_mono_types_in_netcore_alone_fail(mono_only):
-    """Control: bound in .NET Core 3.1 alone (the old behaviour) they are unresolved."""
-    ee, runs = _translate_all(mono_only, search_path=[FRAMEWORK])
+@pytest.mark.parametrize("how", [{"search_path": [FRAMEWORK]}, {"framework": "netcore"}], ids=["folder", "named"])
+def test_mono_types_in_netcore_alone_fail(mono_only, how):
+    """Control: bound in .NET Core 3.1 alone (the old behaviour; what a caller running the
+    code in CoreCLR asks for) they are unresolved."""
+    ee, runs = _translate_all(mono_only, **how)
     failed = {r.name.split("::")[-1]: r.error for r in runs if r.error is not None}
     assert set(failed) == {"MemoryLength", "Dialog"}
     assert all(e.kind == "unresolved-type" for e in failed.values())
@@ -335,6 +337,12 @@ def test_packaged_mono_application(tmp_path):
     assert framework.name == "mono" and ".NET Core 3.1.23 lacks [PEAPI]PEAPI." in why, why
     runs = [pipeline.front(rid) for rid in eh_methods(asm)]
     assert len(runs) == 75 and [str(r.error) for r in runs if r.error] == []
+
+
+def test_framework_not_installed():
+    with pytest.raises(ReaderError) as e:
+        JitEE(Assembly(FRAMEWORK / "mscorlib.dll"), framework="dotnet-framework-4.8")
+    assert e.value.kind == "no-framework" and "netcore" in e.value.reason
 
 
 def test_missing_reference_names_every_place(tmp_path):
