@@ -227,6 +227,7 @@ _CORELIB_NAMES = ("system.private.corelib", "mscorlib")
 _NETCORE_CONTRACTS = ("system.runtime", "system.private.corelib", "netstandard")
 _CONVERSION_OPERATORS = ("op_Implicit", "op_Explicit")
 _MAX_FORWARDS = 16
+_CHOSEN = object()      # bind in the framework chosen for the compiled assembly (`JitEE.framework`)
 
 
 _NEEDS_ESCAPE = re.compile(r'[^\x20\x21\x23-\x5B\x5D-\x7E]')
@@ -823,10 +824,10 @@ class JitEE:
         return hit
 
     def _load(self, module: _Module, ref_token: int, what: str,
-              framework: Framework | None | bool = False) -> _Module:
+              framework: Framework | None | object = _CHOSEN) -> _Module:
         """The module an AssemblyRef of `module` names (in the chosen framework unless one is
         given); a ReaderError naming every place tried when there is none."""
-        if framework is False:
+        if framework is _CHOSEN:
             framework = self.framework[0]
         hit = self._bind(module, ref_token, framework)
         if isinstance(hit, Binding):
@@ -877,7 +878,7 @@ class JitEE:
         return result
 
     def _find_exported(self, module: _Module, ns: str, name: str, what: str,
-                       framework: Framework | None | bool = False) -> tuple[_Module, int]:
+                       framework: Framework | None | object = _CHOSEN) -> tuple[_Module, int]:
         """A top-level type defined in `module` or forwarded by it (following forwarders,
         each bound by identity like any reference)."""
         seen = []
