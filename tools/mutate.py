@@ -83,7 +83,7 @@ ALLOWED_STAGES = {
     "il": {"assembly", "il"},
     "reader": {"assembly", "il", "reader", "funclets"},
     "pipeline": {"assembly", "il", "reader", "funclets", "backend", "clauses"},
-    "r2r": {"assembly", "il", "clauses", "unwind", "llilc-eh"},
+    "r2r": {"assembly", "il", "clauses", "unwind"},
 }
 STEPS = tuple(ALLOWED_STAGES)
 DEFECTS = ("internal", "wrong-stage", "hang")
