@@ -27,8 +27,14 @@ section, every fact verified there in the pinned runtime):
 * every defined function gets `noredzone` (on the Windows triple LLVM kept out of the red
   zone only as a side effect of its `__chkstk` probes, and a SysV-convention function may
   use it; the runtime's signal handling and funclets do not allow it) and
-  `"probe-stack"="inline-asm"` (there is no `__chkstk` in CoreCLR on Linux; never
-  `no-stack-arg-probe`, which turned the red zone on).
+  `"probe-stack"="__llilc_stack_probe"`: there is no `__chkstk` in CoreCLR on Linux, and
+  never `no-stack-arg-probe`, which turned the red zone on. ALTJIT.md's
+  `"probe-stack"="inline-asm"` is no inline probing on the Windows triple: LLVM 22 reads the
+  attribute there as the *name* of the probe routine and calls a symbol "inline-asm"
+  (measured: a 20000-byte frame, and every localloc). So the probe is ours: the final image
+  places a 32-byte routine after the code (`backend.image.STACK_PROBE_CODE`, __chkstk's
+  contract: size in RAX, preserved, R10/R11/flags clobbered; it reads one word per page from
+  the caller's RSP down to RSP - RAX, as RyuJIT's probes do) and resolves the calls to it.
 * the funclet entry thunk `mov rcx, rdi; mov rdx, rsi` (48 89 f9 48 89 f2): the runtime
   calls a funclet as `handler(establisher=RDI, exception=RSI)` and LLVM's CoreCLR funclet
   prolog reads RCX and RDX whatever the convention. The final image puts it at the start of
@@ -86,6 +92,8 @@ class Target:
     normalize_filter_result: bool          # a filter returns exactly 0 or 1
     struct_passing: str                    # "pointer" (to a copy: ours) | "sysv" (CoreCLR's, reader/abi.py)
     c_library_calls: bool                  # LLVM may call memcpy/memset/fmod (in the triple's convention)
+    stack_probe: str | None                # the probe routine LLVM calls for a large or dynamic frame, when the
+                                           # final image places it (None: the platform's, __chkstk)
 
     # -- what the reader writes ------------------------------------------------------------------
 
@@ -124,18 +132,20 @@ WIN_X64 = Target(
     normalize_filter_result=False,
     struct_passing="pointer",
     c_library_calls=True,
+    stack_probe=None,
 )
 
 LINUX_X64 = Target(
     name="linux-x64",
     calling_convention="x86_64_sysvcc",
-    function_attributes=("noredzone", '"probe-stack"="inline-asm"'),
+    function_attributes=("noredzone", '"probe-stack"="__llilc_stack_probe"', '"no-builtins"'),
     funclet_entry_thunk=THUNK_MOV_RCX_RDI + THUNK_MOV_RDX_RSI,
     data_cells=True,
     write_barriers=True,
     normalize_filter_result=True,
     struct_passing="sysv",
     c_library_calls=False,
+    stack_probe="__llilc_stack_probe",
 )
 
 TARGETS = {t.name: t for t in (WIN_X64, LINUX_X64)}

@@ -323,7 +323,7 @@ class _Source:
     rodata_targets: dict             # symbol name (data section) -> image offset of its section + value
     jump_tables: tuple               # (final entry offset, final table offset, original .text target)
     decoded: dict                    # object function -> its instructions, as the link decoded them
-    cells: dict = field(default_factory=dict)   # cell symbol -> final offset of its 8-byte slot
+    cells: dict = field(default_factory=dict)   # cell (or stack probe) symbol -> its final offset
 
 
 @dataclass(frozen=True)
@@ -351,6 +351,7 @@ class FinalImage:
     _source: _Source | None = field(default=None, repr=False, compare=False)
     cells: tuple[tuple[int, str], ...] = ()      # (final offset, symbol): 8-byte data cells in the read-only data
     target: str = DEFAULT_TARGET.name            # whose code (llilc_eh.target)
+    stack_probe: int | None = None               # offset of our stack probe routine (STACK_PROBE_CODE), if placed
 
     # -- questions --------------------------------------------------------------------------
 
@@ -465,11 +466,12 @@ def link_final_image(recovered: RecoveredCode, coff: CoffObject, model: FuncletM
         tails = _stray_tails([f for f in placed if f.name == parent or f.is_funclet], decoded)
         pieces = _lay_out(recovered, coff, model, match, tails, target.funclet_entry_thunk)
         code = _copy(coff, pieces)
+        probe = _place_stack_probe(coff, pieces, code, target.stack_probe)
         rodata, rodata_offset, rodata_places = _place_read_only_data(coff, len(code))
         rodata, cell_places, cell_relocations = _place_cells(coff, pieces, cells, rodata, rodata_offset)
         constants = _frame_constants_if_needed(recovered, coff, parent, pieces)
         fixups, relocations, source = _fix_references(coff, parent, pieces, code, constants,
-                                                     rodata_places, decoded, cell_places)
+                                                     rodata_places, decoded, cell_places, probe)
         rodata, table_fixups, tables, data_relocations = _fix_jump_tables(coff, pieces, rodata, rodata_offset,
                                                                           rodata_places, source)
         for r in data_relocations:
@@ -480,13 +482,14 @@ def link_final_image(recovered: RecoveredCode, coff: CoffObject, model: FuncletM
     except BackendError as e:
         raise e.with_method(parent)
     source = _Source(source.text, source.relocations, source.frame_symbols, source.rodata_targets, tables,
-                     decoded, cell_places)
+                     decoded, {**cell_places, **probe})
     return FinalImage(parent, bytes(code), ranges[0].code_range, ranges, runtime_functions, unwind_data,
                       constants, tuple(relocations + data_relocations + cell_relocations),
                       tuple(fixups + table_fixups), bytes(rodata),
                       rodata_offset, match.absent, match.ambiguous, match.decided_by, match.identities,
                       match.pads, match.merged, source,
-                      tuple(sorted((at, name) for name, at in cell_places.items())), target.name)
+                      tuple(sorted((at, name) for name, at in cell_places.items())), target.name,
+                      next(iter(probe.values()), None))
 
 
 # --------------------------------------------------------------------------------------------
@@ -1142,6 +1145,40 @@ def _place_read_only_data(coff: CoffObject, code_end: int) -> tuple[bytearray, i
 
 CELL_SIZE = 8
 
+# Our stack probe (llilc_eh.target.stack_probe), with the contract LLVM's Win64 prologs and
+# dynamic allocas expect of __chkstk: the size in RAX (preserved), R10, R11 and the flags
+# clobbered, RSP unchanged. It reads one word per page from the caller's RSP down to the
+# RSP the caller is about to set, so the guard page is met in order (as RyuJIT's probes).
+# Assembled with GNU as; tests/backend/test_stack_probe.py disassembles it.
+STACK_PROBE_CODE = bytes.fromhex(
+    "4c8d5c2408"        # lea  r11, [rsp + 8]     the caller's RSP before its call
+    "4d89da"            # mov  r10, r11
+    "4929c2"            # sub  r10, rax           the RSP the caller will set
+    "4981eb00100000"    # loop: sub r11, 0x1000   one page down
+    "4d39d3"            # cmp  r11, r10
+    "7205"              # jb   last               below the new RSP: done with the pages
+    "4d851b"            # test [r11], r11         touch the page
+    "ebef"              # jmp  loop
+    "4d8512"            # last: test [r10], r10   touch the new RSP
+    "c3")               # ret
+
+
+def _place_stack_probe(coff: CoffObject, pieces: list[_Piece], code: bytearray, name: str | None) -> dict[str, int]:
+    """Append STACK_PROBE_CODE after the last range (16-aligned, int3 before it) when the
+    placed code calls `name` (the target's probe symbol); {name: its offset}, else {}. It
+    belongs to no range: a frameless leaf that never moves RSP, so an unwinder that finds
+    no RUNTIME_FUNCTION for it (a leaf) is right."""
+    if not name:
+        return {}
+    text = coff.section(".text")
+    if not any(coff.symbol_at_index(r.symbol_index).name == name and any(p.holds(r.offset) for p in pieces)
+               for r in text.relocations):
+        return {}
+    code += bytes([PADDING_BYTE]) * (-len(code) % 16)
+    at = len(code)
+    code += STACK_PROBE_CODE
+    return {name: at}
+
 
 def _place_cells(coff: CoffObject, pieces: list[_Piece], cells, rodata: bytearray,
                  rodata_offset: int) -> tuple[bytearray, dict[str, int], list[ImageRelocation]]:
@@ -1269,12 +1306,12 @@ def _put(code: bytearray, at: int, size: int, value: int, what: str) -> None:
     code[at:at + size] = value.to_bytes(size, "little", signed=True)
 
 
-def _fix_references(coff, parent, pieces, code, constants, rodata_places, decoded, cell_places=None):
+def _fix_references(coff, parent, pieces, code, constants, rodata_places, decoded, cells=None, probe=None):
     text = coff.section(".text")
     data = text.data
     frame = {parent + PSP_SLOT_SUFFIX: "psp_slot_offset", parent + FP_OFFSET_SUFFIX: "fp_offset"}
     source = _SourceBuilder(data)
-    cell_places = cell_places or {}
+    cell_places = {**(cells or {}), **(probe or {})}    # external symbols the image placed itself
     fixups: list[Fixup] = []
     relocations: list[ImageRelocation] = []
     for reloc in text.relocations:
@@ -1312,7 +1349,8 @@ def _fix_references(coff, parent, pieces, code, constants, rodata_places, decode
                                  "(REL32) loads of a cell are supported")
                 target = cell_places[symbol.name] + inline
                 _put(code, site, 4, target - (site + 4 + bias), where)
-                fixups.append(Fixup("cell", site, 4, _insn_at(insns, reloc.offset), target, symbol.name))
+                kind = "stack-probe" if symbol.name in (probe or {}) else "cell"
+                fixups.append(Fixup(kind, site, 4, _insn_at(insns, reloc.offset), target, symbol.name))
             elif not symbol.is_defined:
                 relocations.append(ImageRelocation(site, reloc.type, symbol.name, inline))
             elif symbol.section_name == ".text" and bias is not None:

@@ -87,6 +87,7 @@ from .translate import (
     _LLVM_OF_KIND,
     ARRAY_DATA_OFFSET,
     ARRAY_LENGTH_OFFSET,
+    INLINE_FILL_LIMIT,
     SV,
     _ext_attr_of,
 )
@@ -253,7 +254,12 @@ class BlockTranslator:
     def memcpy(self, dst, src, size, volatile: bool = False):
         """A copy of a constant `size`. On a target without C library calls (linux-x64) it is
         `llvm.memcpy.inline`, which LLVM never turns into a call of the C library's memcpy
-        (see llilc_eh.target: such a libcall is in the triple's Win64 convention)."""
+        (see llilc_eh.target: such a libcall is in the triple's Win64 convention), and above
+        INLINE_FILL_LIMIT bytes a call of CORINFO_HELP_MEMCPY (the optimiser turns even the
+        `.inline` form into a memcpy call)."""
+        if not self.tr.target.c_library_calls and size > INLINE_FILL_LIMIT:
+            self.helper("CORINFO_HELP_MEMCPY", [f"ptr {dst}", f"ptr {src}", f"i64 {size}"])
+            return
         name = "llvm.memcpy" if self.tr.target.c_library_calls else "llvm.memcpy.inline"
         self.tr.declares[name] = f"declare void @{name}.p0.p0.i64(ptr, ptr, i64, i1)"
         self.emit(f"call void @{name}.p0.p0.i64(ptr {dst}, ptr {src}, i64 {size}, "
@@ -261,6 +267,9 @@ class BlockTranslator:
 
     def memset(self, dst, size):
         """Zero a constant `size` (`llvm.memset.inline` on linux-x64, as `memcpy`)."""
+        if not self.tr.target.c_library_calls and size > INLINE_FILL_LIMIT:
+            self.helper("CORINFO_HELP_MEMSET", [f"ptr {dst}", "i32 0", f"i64 {size}"])
+            return
         name = "llvm.memset" if self.tr.target.c_library_calls else "llvm.memset.inline"
         self.tr.declares[name] = f"declare void @{name}.p0.i64(ptr, i8, i64, i1)"
         self.emit(f"call void @{name}.p0.i64(ptr {dst}, i8 0, i64 {size}, i1 false)")

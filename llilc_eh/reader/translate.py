@@ -78,6 +78,10 @@ PAD_MARKER = "llilc.pad"            # the inline-asm comment right after every p
 # Array and string layout of CoreCLR x64 (also jitee's): length at 8, elements at 16.
 ARRAY_LENGTH_OFFSET = 8
 ARRAY_DATA_OFFSET = 16
+# linux-x64 (no C library calls): copies and fills of a constant size above this many bytes
+# call CORINFO_HELP_MEMCPY / MEMSET; up to it LLVM expands them inline at every level
+# (x86-64 stores up to 16 x 16 bytes), whatever its optimiser made of the `.inline` form.
+INLINE_FILL_LIMIT = 128
 
 
 @dataclass(frozen=True)
@@ -222,6 +226,10 @@ class Translator:
                 fn.entry.emit(f"store {info.storage} {param}, ptr {self.args[i]}")
         if self.body.init_locals:   # `.locals init`: every local starts zeroed (ECMA-335 II.24.4.4)
             for slot, info in zip(self.locals, self.local_infos):
+                if info.stack_kind is StackKind.VALUE and not self.target.c_library_calls:
+                    # (an aggregate store of zeroinitializer becomes a memset libcall at O2)
+                    self.entry_fill(slot, None, info.size)
+                    continue
                 fn.entry.emit(f"store {info.storage} zeroinitializer, ptr {slot}")
         from .opcodes import varargs_cookie_home
         varargs_cookie_home(self)   # a vararg method's cookie parameter, whether or not it uses arglist
@@ -687,9 +695,25 @@ class Translator:
                     at = f"{names[0][:-2]}.hi"
                     fn.entry.emit(f"{at} = getelementptr i8, ptr {src}, i64 8")
                 fn.entry.emit(f"store {ty} {name}, ptr {at}")
-        name = "llvm.memcpy" if self.target.c_library_calls else "llvm.memcpy.inline"
-        self.declares[name] = f"declare void @{name}.p0.p0.i64(ptr, ptr, i64, i1)"
-        fn.entry.emit(f"call void @{name}.p0.p0.i64(ptr {slot}, ptr {src}, i64 {info.size}, i1 false)")
+        self.entry_fill(slot, src, info.size)
+
+    def entry_fill(self, dst: str, src: str | None, size: int) -> None:
+        """Copy `size` bytes from `src` (None: zero them) in the parent's entry block, without
+        a C library call (linux-x64): `llvm.memcpy/memset.inline` up to INLINE_FILL_LIMIT
+        bytes, above it CORINFO_HELP_MEMCPY / MEMSET -- LLVM's optimiser turns even the
+        `.inline` intrinsics into memcpy/memset calls (measured: a 12000-byte struct at O2)."""
+        if size > INLINE_FILL_LIMIT:
+            main = Context("m", "main", self.tree.root, None, self.fn)
+            name, args = ("CORINFO_HELP_MEMSET", [f"ptr {dst}", "i32 0", f"i64 {size}"]) if src is None else \
+                ("CORINFO_HELP_MEMCPY", [f"ptr {dst}", f"ptr {src}", f"i64 {size}"])
+            self.helper(self.fn.entry, main, self.tree.root, name, args, 0)
+            return
+        if src is None:
+            self.declares["llvm.memset.inline"] = "declare void @llvm.memset.inline.p0.i64(ptr, i8, i64, i1)"
+            self.fn.entry.emit(f"call void @llvm.memset.inline.p0.i64(ptr {dst}, i8 0, i64 {size}, i1 false)")
+        else:
+            self.declares["llvm.memcpy.inline"] = "declare void @llvm.memcpy.inline.p0.p0.i64(ptr, ptr, i64, i1)"
+            self.fn.entry.emit(f"call void @llvm.memcpy.inline.p0.p0.i64(ptr {dst}, ptr {src}, i64 {size}, i1 false)")
 
     # -- types -----------------------------------------------------------------------------
 

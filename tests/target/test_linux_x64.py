@@ -26,7 +26,7 @@ from llilc_eh.target import LINUX_X64
 
 THUNK = bytes.fromhex("4889f9 4889f2")       # mov rcx, rdi; mov rdx, rsi
 MIN_EH_METHODS = 67
-LIBCALLS = {"__chkstk", "memcpy", "memset", "memmove", "fmod", "fmodf"}
+LIBCALLS = {"__chkstk", "inline-asm", "memcpy", "memset", "memmove", "fmod", "fmodf"}
 _INTRINSIC = re.compile(r"@llvm\.")
 
 _MD = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
@@ -59,7 +59,7 @@ def _ir_facts(module: str) -> Counter:
         if s.startswith("define "):
             facts["define"] += 1
             facts["define-sysv"] += s.startswith("define x86_64_sysvcc ")
-            facts["define-attrs"] += ' noredzone "probe-stack"="inline-asm" ' in s
+            facts["define-attrs"] += f" {LINUX_X64.define_attributes} " in s
             facts["no-stack-arg-probe"] += "no-stack-arg-probe" in s
         elif s.startswith("declare ") and not _INTRINSIC.search(s) and "ProcessCLRException" not in s:
             facts["declare"] += 1
