@@ -148,6 +148,23 @@ def test_red_zone_detector_fires_without_noredzone(target_pool):
     assert red_zone_accesses(compiled(LINUX_X64.define_attributes + ' "no-stack-arg-probe"')) == []
 
 
+def test_no_builtins_keeps_a_loop_from_becoming_memset(target_pool):
+    """A byte-zeroing loop at O2 becomes a `memset` libcall (in the triple's Win64 convention)
+    unless the function says "no-builtins", which the target's attributes do."""
+    ir = ('target triple = "x86_64-pc-windows-msvc"\n'
+          "define x86_64_sysvcc void @z(ptr %p, i64 %n) ATTRS {\nentry:\n  br label %loop\n"
+          "loop:\n  %i = phi i64 [0, %entry], [%j, %loop]\n  %q = getelementptr i8, ptr %p, i64 %i\n"
+          "  store i8 0, ptr %q\n  %j = add i64 %i, 1\n  %c = icmp ult i64 %j, %n\n"
+          "  br i1 %c, label %loop, label %done\ndone:\n  ret void\n}\n")
+
+    def undefined(attrs: str) -> set[str]:
+        coff = CoffObject.parse(target_pool.compile(ir.replace("ATTRS", attrs), 2).obj)
+        return {s.name for s in coff.symbols if s.section_number == 0}
+
+    assert undefined("noredzone") == {"memset"}
+    assert undefined(LINUX_X64.define_attributes) == set()
+
+
 # -- the final image ---------------------------------------------------------------------------
 
 def test_every_handler_range_starts_with_the_thunk(linux, windows):
