@@ -116,6 +116,10 @@ class JitInfo:
                   ctypes.sizeof(flags))
         return flags.corJitFlags
 
+    def method_attribs(self, ftn: int) -> int:
+        """CORINFO_FLG_* of a method (getMethodAttribs)."""
+        return self.call("getMethodAttribs", U32, (PTR,), ftn)
+
     def method_module(self, ftn: int) -> int:
         return self.call("getMethodModule", PTR, (PTR,), ftn) or 0
 
@@ -132,7 +136,7 @@ class JitInfo:
     def method_name(self, ftn: int) -> tuple[str, str]:
         """(class name as the runtime prints it, method name) -- for messages only."""
         cls = ctypes.c_char_p()
-        name = self.call("getMethodName", ctypes.c_char_p, (ctypes.POINTER(ctypes.c_char_p),), ftn,
+        name = self.call("getMethodName", ctypes.c_char_p, (PTR, ctypes.POINTER(ctypes.c_char_p)), ftn,
                          ctypes.byref(cls))
         return ((cls.value or b"").decode("utf-8", "replace"), (name or b"").decode("utf-8", "replace"))
 

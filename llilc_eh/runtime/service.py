@@ -37,6 +37,9 @@ from pathlib import Path
 
 from .jitinfo import JitInfo
 from .structs import (
+    CORINFO_FLG_INTRINSIC,
+    CORINFO_FLG_JIT_INTRINSIC,
+    CORINFO_FLG_SHAREDINST,
     CORINFO_METHOD_INFO,
     CORJIT_FLAG_CALL_GETJITFLAGS,
     CORJIT_FLAG_IL_STUB,
@@ -87,6 +90,7 @@ class Service:
         self._pipelines: dict[str, object] = {}      # file -> Pipeline
         self._pool = None
         self._files: dict[str, Path | None] = {}
+        self.current_name: str | None = None      # the method _identify named, for its decline
 
     # -- events -----------------------------------------------------------------------------
 
@@ -105,12 +109,14 @@ class Service:
         name = None
         try:
             with self.lock:
+                self.current_name = None
                 name, asm_name, token = self._identify(jit, info, flags)
                 from .install import compile_and_install
                 result = compile_and_install(self, jit, info, asm_name, token, name, entry_ptr, size_ptr)
         except NotSelected:
             return CORJIT_SKIPPED
         except Declined as e:
+            name = name or self.current_name
             self.record({"event": "declined", "method": name or self._runtime_name(jit, info),
                          "reason": str(e)})
             return CORJIT_SKIPPED
@@ -133,7 +139,9 @@ class Service:
 
     def _identify(self, jit: JitInfo, info, flags: int) -> tuple[str, str, int]:
         """(Ns.Type::Name, assembly name, MethodDef token) of a selected method; NotSelected or
-        Declined otherwise."""
+        Declined otherwise. The selection is decided first, on the best name there is (the
+        metadata's `Ns.Type::Name` when the method has a file, else the runtime's), so that a
+        method the selection names is declined with its reason, never skipped in silence."""
         assembly = jit.assembly_name(jit.module_assembly(jit.method_module(info.ftn)))
         globs = self.config.methods
         if not globs and (assembly != self.config.assembly or info.EHcount == 0):
@@ -141,27 +149,28 @@ class Service:
         if flags == CORJIT_FLAG_CALL_GETJITFLAGS:
             flags = jit.jit_flags()
         runtime_name = self._runtime_name(jit, info)
-        if flags & (1 << CORJIT_FLAG_IL_STUB):
-            self._declined_if_selected(runtime_name, "IL stub (no IL of its own in a file)")
+        il_stub = bool(flags & (1 << CORJIT_FLAG_IL_STUB))
         token = jit.method_def(info.ftn)
-        if token >> 24 != 0x06 or token & 0xFFFFFF == 0:
-            self._declined_if_selected(runtime_name, "dynamic method (no MethodDef token)")
-        path = self.file_of(assembly)
+        has_token = token >> 24 == 0x06 and token & 0xFFFFFF != 0
+        path = self.file_of(assembly) if has_token and not il_stub else None
+        name = self.assembly(path).method(token & 0xFFFFFF).name if path is not None else runtime_name
+        if globs and not any(fnmatch.fnmatchcase(name, g) or fnmatch.fnmatchcase(runtime_name, g) for g in globs):
+            raise NotSelected
+        self.current_name = name
+        if il_stub:
+            raise Declined("IL stub (no IL of its own in a file)")
+        if not has_token:
+            raise Declined("dynamic method (no MethodDef token)")
         if path is None:
-            self._declined_if_selected(runtime_name, f"assembly {assembly!r} has no file in "
-                                       + ", ".join(self.config.search_dirs))
-        asm = self.assembly(path)
-        name = asm.method(token & 0xFFFFFF).name
-        if globs and not any(fnmatch.fnmatchcase(name, g) or fnmatch.fnmatchcase(runtime_name, g)
-                             for g in globs):
-            raise NotSelected
+            raise Declined(f"assembly {assembly!r} has no file in " + ", ".join(self.config.search_dirs))
+        attribs = jit.method_attribs(info.ftn)
+        if attribs & (CORINFO_FLG_INTRINSIC | CORINFO_FLG_JIT_INTRINSIC):
+            # RyuJIT expands these; their IL is a fallback that may call itself
+            # (Sse41.get_IsSupported returns Sse41.IsSupported: compiled as IL, it never returns)
+            raise Declined("JIT intrinsic (RyuJIT expands it; its IL may call itself)")
+        if attribs & CORINFO_FLG_SHAREDINST:
+            raise Declined("code shared between generic instantiations")
         return name, assembly, token
-
-    def _declined_if_selected(self, runtime_name: str, reason: str):
-        globs = self.config.methods
-        if globs and not any(fnmatch.fnmatchcase(runtime_name, g) for g in globs):
-            raise NotSelected
-        raise Declined(reason)
 
     # -- resources shared across methods ----------------------------------------------------
 

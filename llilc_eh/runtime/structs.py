@@ -117,6 +117,10 @@ class CorInfoTokenKind(enum.IntEnum):
     NewObj = 0x202
 
 
+CORINFO_FLG_SHAREDINST = 0x00020000      # code shared between generic instantiations
+CORINFO_FLG_INTRINSIC = 0x00400000        # may have an intrinsic ID
+CORINFO_FLG_JIT_INTRINSIC = 0x40000000    # a potential JIT intrinsic ([Intrinsic])
+
 CORJIT_OK = 0
 CORJIT_SKIPPED = 0x80000004
 CORJIT_FLAG_CALL_GETJITFLAGS = 0xFFFFFFFF

@@ -91,3 +91,19 @@ def test_negative_control_try_ends_one_byte_short_change_the_output(il_programs,
     assert out.report["compiled"], "the control must install our (damaged) tables"
     assert out.stdout.decode() != (IL_DIR / f"{name}.expected").read_text()
     assert out.exit_code != 0       # an exception escaped that our table should have caught
+
+
+def test_selecting_every_method_the_runtime_jits(il_programs, run_captured):
+    """`--methods '*'`: every method the runtime compiles is offered to llilc-eh -- the
+    program's own (EH or not) and the framework's that have no ReadyToRun code (JIT
+    intrinsics, IL stubs, vectorised helpers). The program's are compiled; the others are
+    declined by name with their reason (an intrinsic compiled from its IL recursed forever:
+    Sse41.get_IsSupported); the output stays the expected one."""
+    exe = il_programs["try_catch"]
+    out = run_captured(exe, methods=["*"])
+    assert out.stdout.decode() == (IL_DIR / "try_catch.expected").read_text()
+    compiled = {c["method"] for c in out.report["compiled"]}
+    assert compiled == {f"Tests.TryCatch.Program::{m}" for m in ("Main", "Local", "FromCallee", "Thrower")}
+    reasons = [d["reason"] for d in out.report["declined"]]
+    assert any(r.startswith("JIT intrinsic") for r in reasons) and any(r.startswith("IL stub") for r in reasons)
+    assert all(d["method"] and not d["method"].startswith("<") for d in out.report["declined"])
