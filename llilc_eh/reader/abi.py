@@ -19,8 +19,11 @@ reader lowers a value-type parameter, argument or result here:
   after `this` (CoreCLR's order, not C++'s) and returned in RAX, as the ABI asks.
 
 Pieces are moved through a 16-byte, 8-aligned temporary, so an eightbyte read of a 12-byte
-struct never reads past a slot. A struct this module cannot classify -- explicit layout
-(fields may overlap), a field straddling an eightbyte, no fields -- stays `abi-unsupported`.
+struct never reads past a slot. As CoreCLR 3.1 (`MethodTable::ClassifyEightBytesWithManagedLayout`):
+the SIMD types Vector64/128/256<T> and Vector<T>, and any struct holding one, go in memory
+whatever their size; a fixed buffer counts as its elements. A struct this module cannot
+classify -- explicit layout (fields may overlap), a field straddling an eightbyte, no fields
+(CoreCLR: memory; refused here) -- stays `abi-unsupported`.
 """
 
 from __future__ import annotations
@@ -33,6 +36,15 @@ from .jitee import StackKind
 INTEGER_REGISTERS = 6      # RDI RSI RDX RCX R8 R9
 SSE_REGISTERS = 8          # XMM0-7
 _FLOATS = (ElementType.R4, ElementType.R8)
+# CoreCLR 3.1 never passes these in registers (MethodTable::ClassifyEightBytesWithManagedLayout:
+# "SIMD intrinsic types ... will not be enregistered"), nor a struct that holds one.
+_NOT_ENREGISTERED = {("System.Runtime.Intrinsics", "Vector64`1"), ("System.Runtime.Intrinsics", "Vector128`1"),
+                     ("System.Runtime.Intrinsics", "Vector256`1"), ("System.Numerics", "Vector`1")}
+MEMORY = "memory"          # what `eightbytes` says of a struct CoreCLR passes in memory whatever its size
+
+
+class _InMemory(Exception):
+    pass
 _REFERENCES = (ElementType.STRING, ElementType.OBJECT)
 
 
@@ -75,10 +87,12 @@ def _leaves(ee, rt, base: int, depth: int = 0):
     if depth > 16:
         return None
     layout = ee._named_layout(rt)
+    from ..assembly.names import TokenKind
+    module, out = layout.module, []
+    if module.type_ns_name((TokenKind.TYPE_DEF << 24) | layout.rid) in _NOT_ENREGISTERED:
+        raise _InMemory
     if layout.kind not in ("sequential", "auto"):
         return None
-    module, out = layout.module, []
-    from ..assembly.names import TokenKind
     for frid in module.fields_of(layout.rid):
         row = module.row((TokenKind.FIELD << 24) | frid)
         if row.Flags & 0x10:              # static
@@ -90,16 +104,25 @@ def _leaves(ee, rt, base: int, depth: int = 0):
         if sub is None:
             return None
         out.extend(sub)
+    if len(out) == 1 and out[0][0] == base and layout.size > out[0][1] and layout.size % out[0][1] == 0:
+        # a fixed buffer (C#'s `fixed T x[n]`: one field at 0, the size a multiple of it): CoreCLR
+        # classifies it as n fields of its type
+        o, size, what = out[0]
+        out = [(o + k * size, size, what) for k in range(layout.size // size)]
     return tuple(out) or None
 
 
-def eightbytes(ee, sig: TypeSig) -> tuple[str, ...] | None:
+def eightbytes(ee, sig: TypeSig) -> tuple[str, ...] | str | None:
     """The LLVM type of each eightbyte of a value type of at most 16 bytes, by the SysV
-    classification; None when it is larger or cannot be classified."""
+    classification; MEMORY for a SIMD type (or a struct holding one), which CoreCLR passes in
+    memory; None when it is larger or cannot be classified."""
     size = ee.type_info(sig).size
     if not 0 < size <= 16:
         return None
-    leaves = _leaves(ee, ee._rt(ee._main, sig), 0)
+    try:
+        leaves = _leaves(ee, ee._rt(ee._main, sig), 0)
+    except _InMemory:
+        return MEMORY
     if leaves is None:
         return None
     out = []
@@ -132,9 +155,9 @@ def is_value(ee, sig) -> bool:
 def plan_return(ee, sig) -> Passing | None:
     """How a value-type result travels (None: it is not a value type, or unclassifiable and small)."""
     info = ee.type_info(sig)
-    if info.size > 16:
+    pieces = eightbytes(ee, sig) if info.size <= 16 else MEMORY
+    if pieces == MEMORY:
         return Passing("memory", (), info.size, max(info.align, 1))
-    pieces = eightbytes(ee, sig)
     return Passing("regs", pieces, info.size, max(info.align, 1)) if pieces else None
 
 
@@ -158,6 +181,9 @@ def plan_params(ee, entries: list) -> list[Passing | None]:
             out.append(memory)
             continue
         pieces = eightbytes(ee, e)
+        if pieces == MEMORY:
+            out.append(memory)
+            continue
         if pieces is None:
             out.append(None)
             continue
@@ -171,5 +197,5 @@ def plan_params(ee, entries: list) -> list[Passing | None]:
     return out
 
 
-__all__ = ["INTEGER_REGISTERS", "SSE_REGISTERS", "Passing", "eightbytes", "plan_params", "plan_return",
+__all__ = ["MEMORY", "INTEGER_REGISTERS", "SSE_REGISTERS", "Passing", "eightbytes", "plan_params", "plan_return",
            "reference_offsets"]

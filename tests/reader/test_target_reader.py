@@ -21,7 +21,12 @@ from llilc_eh.target import LINUX_X64, WIN_X64
 
 SOURCE = r"""
 .assembly extern mscorlib {}
+.assembly extern System.Runtime.Intrinsics {}
 .assembly target_reader {}
+.class public sequential ansi sealed beforefieldinit FloatBuffer extends [mscorlib]System.ValueType
+{ .pack 0 .size 16 .field public float32 FixedElementField }
+.class public sequential ansi sealed beforefieldinit FB extends [mscorlib]System.ValueType
+{ .field public valuetype FloatBuffer F }
 .class public sequential ansi sealed beforefieldinit S extends [mscorlib]System.ValueType
 { .field public object O  .field public int32 I }
 .class public sequential ansi sealed beforefieldinit P extends [mscorlib]System.ValueType
@@ -84,6 +89,9 @@ SOURCE = r"""
                                         valuetype R r, valuetype F3 f, valuetype P p) cil managed
   { .locals init (valuetype B3 v) ldloc.0 ret }
   .method public static bool Small(int8 a, uint16 b) cil managed { ldc.i4.1 ret }
+  .method public static void TakesVector(valuetype [System.Runtime.Intrinsics]System.Runtime.Intrinsics.Vector128`1<int32> v)
+  cil managed { ret }
+  .method public static void TakesFixed(valuetype FB f) cil managed { ret }
   .method public static void TakesExplicit(valuetype X x) cil managed { ret }
   .method public static void PassesExplicit(valuetype X& x) cil managed
   { ldarg.0 ldobj X call void C::TakesExplicit(valuetype X) ret }
@@ -159,6 +167,10 @@ def test_cells_helpers_instead_of_libcalls(asm):
              r'i64 %a3, i64 %a4, ptr byval\(\[16 x i8\]\) align 8 %a5, double %a6\.0, double %a6\.1, '
              r'<2 x float> %a7\.0, float %a7\.1, ptr byval\(\[8 x i8\]\) align 8 %a8\)'),
     ("Small", r'define x86_64_sysvcc zeroext i8 @"C::Small\$0x[0-9A-F]+"\(i8 signext %a0, i16 zeroext %a1\)'),
+    # CoreCLR never enregisters the SIMD types, whatever their size
+    ("TakesVector", r'define x86_64_sysvcc void @"C::TakesVector\$0x[0-9A-F]+"\(ptr byval\(\[16 x i8\]\) align 8 %a0\)'),
+    # a fixed buffer counts as its elements: four floats, two SSE eightbytes
+    ("TakesFixed", r'define x86_64_sysvcc void @"C::TakesFixed\$0x[0-9A-F]+"\(<2 x float> %a0\.0, <2 x float> %a0\.1\)'),
 ])
 def test_value_types_by_value_travel_by_sysv_classification(asm, name, shape):
     """Under linux-x64 a struct of at most 16 bytes travels as its eightbytes (i64 for
