@@ -21,7 +21,8 @@ reader lowers a value-type parameter, argument or result here:
 Pieces are moved through a 16-byte, 8-aligned temporary, so an eightbyte read of a 12-byte
 struct never reads past a slot. As CoreCLR 3.1 (`MethodTable::ClassifyEightBytesWithManagedLayout`):
 the SIMD types Vector64/128/256<T> and Vector<T>, and any struct holding one, go in memory
-whatever their size; a fixed buffer counts as its elements. A struct this module cannot
+whatever their size, and so does a struct with a field off its natural alignment (packed);
+a fixed buffer counts as its elements. A struct this module cannot
 classify -- explicit layout (fields may overlap), a field straddling an eightbyte, no fields
 (CoreCLR: memory; refused here) -- stays `abi-unsupported`.
 """
@@ -125,6 +126,8 @@ def eightbytes(ee, sig: TypeSig) -> tuple[str, ...] | str | None:
         return MEMORY
     if leaves is None:
         return None
+    if any(o % s for o, s, _ in leaves):
+        return MEMORY      # a field off its natural alignment: CoreCLR does not enregister the struct
     out = []
     for i in range((size + 7) // 8):
         lo, hi = 8 * i, 8 * i + 8
