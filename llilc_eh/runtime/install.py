@@ -82,11 +82,10 @@ class Layout:
 
 def compile_and_install(service, jit: JitInfo, info, asm_name: str, token: int, name: str,
                         entry_ptr: int, size_ptr: int) -> dict:
-    run = compile_method(service, token, name, asm_name)
+    pipeline = service.pipeline(asm_name)
+    run = compile_method(pipeline, token)
     if service.config.compare_jitee:
         from .compare import compare_answers
-        pipeline = service._pipelines[(str(service.file_of(asm_name)), service.config.opt,
-                                       service.config.clone_finally)]
         answers = compare_answers(jit, info, run, pipeline.ee, service.config.damage)
         service.record({"event": "jitee", "method": name, "answers": answers})
     values, calls = resolve_externals(jit, info, run)
@@ -106,22 +105,10 @@ def compile_and_install(service, jit: JitInfo, info, asm_name: str, token: int, 
 
 # -- 1. our pipeline ---------------------------------------------------------------------------
 
-def compile_method(service, token: int, name: str, asm_name: str):
+def compile_method(pipeline, token: int):
+    """The pipeline's run of one method, or Declined with the reason."""
     from ..errors import LlilcEhError
-    from ..pipeline import Pipeline
-    from ..reader.translate import Options
-    try:
-        from ..target import LINUX_X64
-    except ImportError:
-        raise Declined("linux-x64 target not available (llilc_eh.target missing)") from None
-    path = service.file_of(asm_name)
-    asm = service.assembly(path)
-    key = (str(path), service.config.opt, service.config.clone_finally)
-    pipeline = service._pipelines.get(key)
-    if pipeline is None:
-        options = Options(clone_finally=service.config.clone_finally, target=LINUX_X64)
-        pipeline = service._pipelines[key] = Pipeline(asm, service.pool(), opt=service.config.opt,
-                                                      options=options, differential=False)
+    asm = pipeline.asm
     rid = token & 0xFFFFFF
     if asm.is_synchronized(rid):
         raise Declined("synchronized method (the JIT's own monitor clause is not generated)")

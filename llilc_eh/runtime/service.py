@@ -87,7 +87,7 @@ class Service:
         self.lock = threading.RLock()
         self._events_lock = threading.Lock()
         self._assemblies: dict[str, object] = {}     # file -> Assembly
-        self._pipelines: dict[str, object] = {}      # file -> Pipeline
+        self._pipelines: dict[str, object] = {}      # file -> Pipeline (linux-x64, the run's options)
         self._pool = None
         self._files: dict[str, Path | None] = {}
         self.current_name: str | None = None      # the method _identify named, for its decline
@@ -194,6 +194,20 @@ class Service:
         if key not in self._assemblies:
             self._assemblies[key] = Assembly(path)
         return self._assemblies[key]
+
+    def pipeline(self, assembly: str):
+        """The Pipeline over an assembly's file: linux-x64, the run's --opt and --clone-finally,
+        no LLVM differential (nothing to compare against inside the runtime)."""
+        path = self.file_of(assembly)
+        key = str(path)
+        if key not in self._pipelines:
+            from ..pipeline import Pipeline
+            from ..reader.translate import Options
+            from ..target import LINUX_X64
+            options = Options(clone_finally=self.config.clone_finally, target=LINUX_X64)
+            self._pipelines[key] = Pipeline(self.assembly(path), self.pool(), opt=self.config.opt,
+                                            options=options, differential=False)
+        return self._pipelines[key]
 
     def pool(self):
         if self._pool is None:

@@ -103,7 +103,9 @@ def test_selecting_every_method_the_runtime_jits(il_programs, run_captured):
     out = run_captured(exe, methods=["*"])
     assert out.stdout.decode() == (IL_DIR / "try_catch.expected").read_text()
     compiled = {c["method"] for c in out.report["compiled"]}
-    assert compiled == {f"Tests.TryCatch.Program::{m}" for m in ("Main", "Local", "FromCallee", "Thrower")}
+    program = {f"Tests.TryCatch.Program::{m}" for m in ("Main", "Local", "FromCallee", "Thrower")}
+    assert program <= compiled          # framework methods may be compiled too, as the reader grows
+    assert not program & {d["method"] for d in out.report["declined"]}
     reasons = [d["reason"] for d in out.report["declined"]]
     assert any(r.startswith("JIT intrinsic") for r in reasons) and any(r.startswith("IL stub") for r in reasons)
     assert all(d["method"] and not d["method"].startswith("<") for d in out.report["declined"])

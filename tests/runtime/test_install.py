@@ -1,0 +1,90 @@
+"""The installer's layout on real pipeline output (linux-x64), without a runtime: what it
+writes where, checked by decoding the bytes again -- cells hold the values given, every
+call site that needs our stub reaches it and the stub jumps through the cell it names,
+the other calls are left to recordRelocation with the right delta; the damaged clause
+table of the negative control differs exactly in the try ends."""
+
+from __future__ import annotations
+
+import struct
+
+import capstone
+import pytest
+
+from llilc_eh.assembly.loader import Assembly
+from llilc_eh.backend.codegen import CodegenPool
+from llilc_eh.backend.coff import RelocationType
+from llilc_eh.clauses.generate import decode_clauses
+from llilc_eh.pipeline import Pipeline
+from llilc_eh.reader.translate import Options
+from llilc_eh.runtime.install import CallTarget, damaged, lay_out
+from llilc_eh.runtime.structs import InfoAccessType
+from llilc_eh.target import LINUX_X64
+
+METHOD = "Tests.TryCatch.Program::Local"     # calls, helpers, string and class cells
+
+
+@pytest.fixture(scope="module")
+def local_run(il_programs):
+    asm = Assembly(il_programs["try_catch"])
+    with CodegenPool(1) as pool:
+        run = Pipeline(asm, pool, opt=2, options=Options(target=LINUX_X64)).run(asm.find_method(METHOD).rid)
+    assert run.error is None
+    return run
+
+
+def _fake_resolution(run, pvalue: set[str]):
+    """Distinct made-up addresses: cells get 0x1111_0000_0000 + i, calls 0x2222_0000_0000 + i."""
+    externals = run.reader.externals
+    values, calls = {}, {}
+    for i, symbol in enumerate(sorted({r.symbol for r in run.image.relocations})):
+        if externals[symbol].is_call:
+            access = InfoAccessType.IAT_PVALUE if symbol in pvalue else InfoAccessType.IAT_VALUE
+            calls[symbol] = CallTarget(symbol, access, 0x2222_0000_0000 + i)
+        else:
+            values[symbol] = 0x1111_0000_0000 + i
+    return values, calls
+
+
+def test_cells_hold_the_values(local_run):
+    values, calls = _fake_resolution(local_run, set())
+    layout = lay_out(local_run, values, calls)
+    cells = [r for r in local_run.image.relocations if r.type == RelocationType.ADDR64]
+    assert cells and {r.symbol for r in cells} == set(values)
+    for r in cells:
+        assert struct.unpack_from("<Q", layout.blob, r.offset)[0] == values[r.symbol]
+    assert layout.code_size == len(local_run.image.code)
+
+
+def test_value_calls_go_to_record_relocation(local_run):
+    values, calls = _fake_resolution(local_run, set())
+    layout = lay_out(local_run, values, calls)
+    sites = {r.offset: r for r in local_run.image.relocations if r.symbol in calls}
+    assert sites and not layout.stubs
+    assert {(off, calls[sites[off].symbol].address, sites[off].addend) for off in sites} == set(layout.relocations)
+
+
+def test_pvalue_calls_reach_a_stub_that_jumps_through_the_cell(local_run):
+    symbol = next(s for s, e in local_run.reader.externals.items() if e.kind == "method")
+    values, calls = _fake_resolution(local_run, {symbol})
+    layout = lay_out(local_run, values, calls)
+    stub = layout.stubs[symbol]
+    assert stub >= layout.code_size and stub % 16 == 0
+    md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+    insns = list(md.disasm(bytes(layout.blob[stub:stub + 12]), stub))
+    assert [(i.mnemonic, i.op_str) for i in insns] == [("movabs", f"rax, 0x{calls[symbol].address:x}"),
+                                                      ("jmp", "qword ptr [rax]")]
+    for r in local_run.image.relocations:
+        if r.symbol == symbol:
+            field = struct.unpack_from("<i", layout.blob, r.offset)[0]
+            assert r.offset + 4 + field - r.addend == stub       # call rel32 lands on the stub
+    assert all(target != calls[symbol].address for _, target, _ in layout.relocations)
+
+
+def test_damaged_table_moves_every_try_end_by_one(local_run):
+    good = decode_clauses(local_run.clause_bytes)
+    bad = decode_clauses(damaged(local_run.clause_bytes, "try-end-short"))
+    assert [c.try_end - 1 for c in good] == [c.try_end for c in bad]
+    assert [(c.try_start, c.handler_start, c.handler_end) for c in good] == \
+        [(c.try_start, c.handler_start, c.handler_end) for c in bad]
+    assert damaged(local_run.clause_bytes, None) == local_run.clause_bytes
