@@ -21,10 +21,9 @@ reader lowers a value-type parameter, argument or result here:
 Pieces are moved through a 16-byte, 8-aligned temporary, so an eightbyte read of a 12-byte
 struct never reads past a slot. As CoreCLR 3.1 (`MethodTable::ClassifyEightBytesWithManagedLayout`):
 the SIMD types Vector64/128/256<T> and Vector<T>, and any struct holding one, go in memory
-whatever their size, and so does a struct with a field off its natural alignment (packed);
-a fixed buffer counts as its elements. A struct this module cannot
-classify -- explicit layout (fields may overlap), a field straddling an eightbyte, no fields
-(CoreCLR: memory; refused here) -- stays `abi-unsupported`.
+whatever their size, and so do a struct with a field off its natural alignment (packed)
+and one without fields; a fixed buffer counts as its elements. A struct this module cannot
+classify -- explicit layout (fields may overlap) -- stays `abi-unsupported`.
 """
 
 from __future__ import annotations
@@ -110,7 +109,9 @@ def _leaves(ee, rt, base: int, depth: int = 0):
         # classifies it as n fields of its type
         o, size, what = out[0]
         out = [(o + k * size, size, what) for k in range(layout.size // size)]
-    return tuple(out) or None
+    if not out:
+        raise _InMemory    # no fields (CoreCLR gives it a size of 1 and does not enregister it)
+    return tuple(out)
 
 
 def eightbytes(ee, sig: TypeSig) -> tuple[str, ...] | str | None:

@@ -27,6 +27,7 @@ SOURCE = r"""
 { .pack 0 .size 16 .field public float32 FixedElementField }
 .class public sequential ansi sealed beforefieldinit FB extends [mscorlib]System.ValueType
 { .field public valuetype FloatBuffer F }
+.class public sequential ansi sealed beforefieldinit Empty extends [mscorlib]System.ValueType { }
 .class public sequential ansi sealed beforefieldinit Packed extends [mscorlib]System.ValueType
 { .pack 1 .field public uint8 A  .field public int32 B }
 .class public sequential ansi sealed beforefieldinit S extends [mscorlib]System.ValueType
@@ -95,6 +96,7 @@ SOURCE = r"""
   cil managed { ret }
   .method public static void TakesFixed(valuetype FB f) cil managed { ret }
   .method public static void TakesPacked(valuetype Packed p) cil managed { ret }
+  .method public static void TakesEmpty(valuetype Empty e, int64 x) cil managed { ret }
   .method public static void TakesExplicit(valuetype X x) cil managed { ret }
   .method public static void PassesExplicit(valuetype X& x) cil managed
   { ldarg.0 ldobj X call void C::TakesExplicit(valuetype X) ret }
@@ -175,6 +177,8 @@ def test_cells_helpers_instead_of_libcalls(asm):
     # a fixed buffer counts as its elements: four floats, two SSE eightbytes
     # a packed struct (a field off its alignment): memory, as CoreCLR
     ("TakesPacked", r'define x86_64_sysvcc void @"C::TakesPacked\$0x[0-9A-F]+"\(ptr byval\(\[5 x i8\]\) align 8 %a0\)'),
+    # a struct without fields: memory (CoreCLR: size 1, not enregistered)
+    ("TakesEmpty", r'define x86_64_sysvcc void @"C::TakesEmpty\$0x[0-9A-F]+"\(ptr byval\(\[1 x i8\]\) align 8 %a0, i64 %a1\)'),
     ("TakesFixed", r'define x86_64_sysvcc void @"C::TakesFixed\$0x[0-9A-F]+"\(<2 x float> %a0\.0, <2 x float> %a0\.1\)'),
 ])
 def test_value_types_by_value_travel_by_sysv_classification(asm, name, shape):
