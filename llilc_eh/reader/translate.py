@@ -644,8 +644,8 @@ class Translator:
         info = self.ee.type_info(sig)
         if info.size <= 16 and eightbytes(self.ee, sig) is None:
             raise self.fail(f"{self.target}: {what} ({info.text}, {info.size} bytes) is a value type passed by "
-                            "value that the SysV classification here cannot place (explicit layout, a field "
-                            "across an eightbyte, or no fields)", offset, "abi-unsupported")
+                            "value that the SysV classification here cannot place (explicit layout: fields may "
+                            "overlap)", offset, "abi-unsupported")
 
     def _sysv_params(self, info) -> tuple[list[tuple[str, str]], list]:
         """The parent's parameters under SysV struct passing (reader/abi.py): `this`, the
