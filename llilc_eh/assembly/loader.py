@@ -123,7 +123,8 @@ class Assembly:
         return len(table) if table is not None else 0
 
     def rva_to_offset(self, rva: int) -> int | None:
-        """File offset of an RVA, or None when no section's raw data holds it."""
+        """File offset of an RVA, or None when no section's raw data holds it -- in the file as
+        it is: a truncated file's section header still claims the raw data that was cut off."""
         i = bisect.bisect_right(self._section_starts, rva) - 1
         if i < 0:
             return None
@@ -131,7 +132,7 @@ class Assembly:
         delta = rva - va
         if delta >= min(vsize, rawsize) if rawsize else True:
             return None
-        return raw + delta
+        return raw + delta if raw + delta < len(self.data) else None
 
     def _method_row(self, rid: int):
         """The raw MethodDef row, read by `MetadataNames` (not dnfile's lazy row object, whose
