@@ -234,10 +234,13 @@ class BlockTranslator:
     def store_heap(self, addr, sv, sig, class_handle):
         """Store `sv` (of type `sig`) at `addr`, an address that may lie in the GC heap (a
         field, a static, an array element, any byref). With the target's write barriers
-        (linux-x64), an object reference goes through CORINFO_HELP_CHECKED_ASSIGN_REF(dst, ref)
-        and a value type holding references through CORINFO_HELP_ASSIGN_STRUCT(dst, src,
-        class), `class_handle()` giving the class; storing into a local needs none (locals
-        are stored by `local_access`)."""
+        (linux-x64), an object reference goes through CORINFO_HELP_CHECKED_ASSIGN_REF(dst, ref);
+        a value type holding references is copied and each of its references stored again
+        through that barrier (its offsets from the layout: `abi.reference_offsets`) -- no
+        call between the copy and the barriers can let a GC run -- or, where the layout
+        cannot be walked, copied by CORINFO_HELP_ASSIGN_STRUCT(dst, src, class),
+        `class_handle()` giving the class. Storing into a local needs none (locals are
+        stored by `local_access`)."""
         info = self.tr.ee.type_info(sig)
         if not self.tr.target.write_barriers or not info.gc or info.stack_kind not in (StackKind.OBJ,
                                                                                           StackKind.VALUE):
@@ -245,7 +248,15 @@ class BlockTranslator:
         elif info.stack_kind is StackKind.OBJ:
             self.write_barrier(addr, sv)
         else:
-            self.helper("CORINFO_HELP_ASSIGN_STRUCT", [f"ptr {addr}", f"ptr {sv.op}", f"ptr {class_handle()}"])
+            offsets = reference_offsets(self.tr.ee, sig)
+            if offsets is None:
+                self.helper("CORINFO_HELP_ASSIGN_STRUCT", [f"ptr {addr}", f"ptr {sv.op}", f"ptr {class_handle()}"])
+                return
+            self.memcpy(addr, sv.op, info.size, self.prefix_volatile)
+            for offset in offsets:
+                v = self.v()
+                self.emit(f"{v} = load ptr, ptr {self.gep(sv.op, offset) if offset else sv.op}")
+                self.write_barrier(self.gep(addr, offset) if offset else addr, SV("obj", v))
 
     def write_barrier(self, addr, sv):
         """`*addr = ref` through CORINFO_HELP_CHECKED_ASSIGN_REF (an ordinary call)."""
@@ -675,12 +686,9 @@ class BlockTranslator:
         info = tr.ee.type_info(tr.ret_sig)
         plan = plan_return(tr.ee, tr.ret_sig)
         if plan.how == "memory":
-            self.memcpy(tr.retbuf_param, sv.op, info.size)
-            if tr.target.write_barriers and info.gc:
-                for offset in reference_offsets(tr.ee, tr.ret_sig) or ():
-                    v = self.v()
-                    self.emit(f"{v} = load ptr, ptr {self.gep(sv.op, offset)}")
-                    self.write_barrier(self.gep(tr.retbuf_param, offset), SV("obj", v))
+            token = tr.ee.compiled_method(tr.rid).token
+            self.store_heap(tr.retbuf_param, sv, tr.ret_sig, lambda: self.global_(
+                f"returnclass:{tr.ee.compiled_method(tr.rid).symbol}", kind="return-class", token=token))
             self.block.terminate(f"ret ptr {tr.retbuf_param}")
             return
         values = self.load_eightbytes(sv.op, info.size, plan.types)
@@ -995,7 +1003,16 @@ class BlockTranslator:
         if f.is_static or obj is None:
             # ldsfld/stsfld/ldsflda: a static field's address is its symbol, also when its
             # MemberRef cannot be resolved (is_static None; was an AttributeError on `obj`).
-            return self.global_(self.tr.ee.static_field_address(ins.operand), kind="static", token=ins.operand), f
+            addr = self.global_(self.tr.ee.static_field_address(ins.operand), kind="static", token=ins.operand)
+            if self.tr.target.data_cells and self.tr.ee.stack_kind(f.type) is StackKind.VALUE \
+                    and not _is_rva_field(self.tr.ee, ins.operand):
+                # the cell holds what getFieldAddress gives: CoreCLR keeps a static of a (non-primitive)
+                # value type boxed on the GC heap (CORINFO_FLG_FIELD_STATIC_IN_HEAP), the address
+                # holds the box's reference and the value follows its method-table pointer
+                box = self.v("box")
+                self.emit(f"{box} = load ptr, ptr {addr}")
+                addr = self.gep(box, OBJECT_HEADER_SIZE)
+            return addr, f
         if obj.kind == "obj":
             self.null_check(obj.op)
         if f.offset is not None:
@@ -1379,6 +1396,11 @@ class BlockTranslator:
 
     def pop_(self, ins):
         self.pop(ins.offset)
+
+
+def _is_rva_field(ee, token: int) -> bool:
+    """A FieldDef with an RVA (its data in the image, C#'s constant arrays): not boxed."""
+    return token >> 24 == 0x04 and bool(ee._main.row(token).Flags & 0x0100)   # fdHasFieldRVA
 
 
 def _is_field_ref(asm, token: int) -> bool:

@@ -86,6 +86,6 @@ def test_struct_is_boxed_and_copied_back(asm, target):
     assert re.search(r"getelementptr i8, ptr %v\d+, i64 8", box), box
     assert "CORINFO_HELP_ASSIGN_STRUCT" not in r.helper_calls      # Own holds no reference: a plain copy
     assert "@llvm.memcpy" in box.split("ret ptr", 1)[0]
-    # a struct holding a reference goes back through the struct write barrier on linux-x64
+    # a struct holding a reference goes back with its reference through the barrier on linux-x64
     r = _translate(asm, "OnRefy", target)
-    assert r.helper_calls.get("CORINFO_HELP_ASSIGN_STRUCT", 0) == (1 if target is LINUX_X64 else 0)
+    assert r.helper_calls.get("CORINFO_HELP_CHECKED_ASSIGN_REF", 0) == (1 if target is LINUX_X64 else 0)

@@ -6,7 +6,9 @@ print byte for byte what they print under RyuJIT alone.
   RyuJIT's both ways (8/16-byte INTEGER, two doubles, int+float, three floats, 24 bytes by
   memory and return buffer, structs holding strings, register exhaustion, bool/byte/short);
 * stack_probe.cs -- our stack probe (backend.image.STACK_PROBE_CODE): stackalloc of 100 bytes
-  to 1 MB and a 12000-byte local struct, on the main thread and on a 4 MB thread.
+  to 1 MB and a 12000-byte local struct, on the main thread and on a 4 MB thread;
+* statics.cs -- statics of struct type (boxed by CoreCLR: the cell holds the box's slot) with
+  a string in them (write barriers), an int and a string static, in try, catch and finally.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ PROGRAMS = {
     "sysv_structs": {"T::Calls", "T::MakeP", "T::MakeQ", "T::MakeR", "T::MakeBig", "T::MakeS", "T::MakeBigRef",
                      "T::SumP", "T::SumQ", "T::SumR", "T::SumBig", "T::ShowS", "T::IsSmall"},
     "stack_probe": {"Probe::Touch", "Probe::Frame"},
+    "statics": {"G::Run"},
 }
 
 
