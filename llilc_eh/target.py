@@ -51,8 +51,9 @@ section, every fact verified there in the pinned runtime):
 * write barriers: every store of an object reference into memory that may be the GC heap
   calls CORINFO_HELP_CHECKED_ASSIGN_REF(dst, ref) (JIT_CheckedWriteBarrier: it tests whether
   dst is in the heap, so it is right for any address); a value type holding references is
-  stored by CORINFO_HELP_ASSIGN_STRUCT(dst, src, class) (JIT_StructWriteBarrier,
-  CopyValueClass: the runtime knows the layout and marks the cards).
+  copied and each of its references stored again through it (CORINFO_HELP_ASSIGN_STRUCT,
+  which needs the class handle, only where the layout cannot be walked). A static of a
+  struct type is reached through its box (CoreCLR keeps it on the GC heap).
 * no C library calls: LLVM lowers a large or variable `llvm.memcpy`/`llvm.memset` and
   `frem` to calls of memcpy/memset/fmod in the *triple's* convention (Win64), to symbols the
   runtime does not provide. Copies of a constant size use `llvm.memcpy.inline` /
