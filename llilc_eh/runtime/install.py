@@ -41,7 +41,7 @@ from pathlib import Path
 from ..backend.coff import RelocationType
 from .jitinfo import JitInfo, JitInfoTrap
 from .service import Declined
-from .structs import CorInfoTokenKind, CorJitFuncKind, InfoAccessType
+from .structs import CORINFO_FLG_JIT_INTRINSIC, CorInfoTokenKind, CorJitFuncKind, InfoAccessType
 
 IMAGE_REL_BASED_REL32 = 0x10          # corinfo.h: recordRelocation's rel32 (jump stub if out of range)
 CORINFO_INITCLASS_USE_HELPER = 0x04
@@ -88,7 +88,7 @@ def compile_and_install(service, jit: JitInfo, info, asm_name: str, token: int, 
         from .compare import compare_answers
         answers = compare_answers(jit, info, run, pipeline.ee, service.config.damage)
         service.record({"event": "jitee", "method": name, "answers": answers})
-    values, calls = resolve_externals(jit, info, run)
+    values, calls = resolve_externals(jit, info, run, service.method_il)
     layout = lay_out(run, values, calls)
     clause_bytes = damaged(run.clause_bytes, service.config.damage)
     gc = gc_info(run)
@@ -147,8 +147,10 @@ def generic_owners(asm) -> frozenset[int]:
 
 # -- 2. externals -------------------------------------------------------------------------------
 
-def resolve_externals(jit: JitInfo, info, run) -> tuple[dict[str, int], dict[str, CallTarget]]:
-    """Cell values (symbol -> 8-byte value) and call targets, asked of the runtime."""
+def resolve_externals(jit: JitInfo, info, run, il_of=None) -> tuple[dict[str, int], dict[str, CallTarget]]:
+    """Cell values (symbol -> 8-byte value) and call targets, asked of the runtime.
+    `il_of(jit, method handle)`: a callee's IL (to tell a JIT intrinsic whose IL only throws)."""
+    il_of = il_of if il_of is not None else (lambda j, m: j.method_il(m))
     externals = getattr(run.reader, "externals", {}) or {}
     symbols = {r.symbol for r in run.image.relocations}
     values: dict[str, int] = {}
@@ -159,7 +161,7 @@ def resolve_externals(jit: JitInfo, info, run) -> tuple[dict[str, int], dict[str
             raise Declined(f"the image names {symbol!r}, which the reader does not describe")
         try:
             if ext.is_call:
-                calls[symbol] = _call_target(jit, info, ext)
+                calls[symbol] = _call_target(jit, info, ext, il_of)
             elif ext.cell:
                 values[symbol] = _cell_value(jit, info, ext)
             else:
@@ -169,7 +171,7 @@ def resolve_externals(jit: JitInfo, info, run) -> tuple[dict[str, int], dict[str
     return values, calls
 
 
-def _call_target(jit: JitInfo, info, ext) -> CallTarget:
+def _call_target(jit: JitInfo, info, ext, il_of) -> CallTarget:
     if ext.kind == "helper":
         number = helper_numbers().get(ext.helper)
         if number is None:
@@ -186,10 +188,26 @@ def _call_target(jit: JitInfo, info, ext) -> CallTarget:
     rt = jit.resolve_token(info.scope, ext.token, kind, context=info.ftn)
     if not rt.hMethod:
         raise Declined(f"resolveToken gave no method for 0x{ext.token:08X}")
+    if jit.method_attribs(rt.hMethod) & CORINFO_FLG_JIT_INTRINSIC and not _returns(il_of(jit, rt.hMethod)):
+        # CoreLib's own intrinsics (Internal.Runtime.CompilerServices.Unsafe, ...) have IL that
+        # only throws: RyuJIT expands them, a call to the IL is wrong (PlatformNotSupportedException)
+        raise Declined(f"calls {ext.symbol}, a JIT intrinsic whose IL never returns (only RyuJIT expands it)")
     access, addr = jit.function_entry_point(rt.hMethod)
     if access not in (InfoAccessType.IAT_VALUE, InfoAccessType.IAT_PVALUE) or not addr:
         raise Declined(f"entry point of 0x{ext.token:08X}: {access.name} 0x{addr:x}")
     return CallTarget(ext.symbol, access, addr)
+
+
+def _returns(il: bytes | None) -> bool:
+    """Whether an IL body has a `ret` (no body: assume it does -- the runtime implements it)."""
+    if il is None:
+        return True
+    from ..errors import LlilcEhError
+    from ..il.decoder import decode
+    try:
+        return any(i.op.name == "ret" for i in decode(il))
+    except LlilcEhError:
+        return False
 
 
 def _cell_value(jit: JitInfo, info, ext) -> int:

@@ -120,6 +120,16 @@ class JitInfo:
         """CORINFO_FLG_* of a method (getMethodAttribs)."""
         return self.call("getMethodAttribs", U32, (PTR,), ftn)
 
+    def method_il(self, ftn: int) -> bytes | None:
+        """The IL body the runtime holds for a method (getMethodInfo), or None when it has
+        none to give (a C++ bool: only AL is defined)."""
+        from .structs import CORINFO_METHOD_INFO
+        buf = ctypes.create_string_buffer(512)      # CORINFO_METHOD_INFO with its two SIG_INFOs
+        if not self.trapped("getMethodInfo", ftn, ctypes.addressof(buf)) & 0xFF:
+            return None
+        info = CORINFO_METHOD_INFO.from_buffer(buf)
+        return ctypes.string_at(info.ILCode, info.ILCodeSize) if info.ILCode else None
+
     def method_module(self, ftn: int) -> int:
         return self.call("getMethodModule", PTR, (PTR,), ftn) or 0
 

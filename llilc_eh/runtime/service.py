@@ -209,6 +209,21 @@ class Service:
                                             options=options, differential=False)
         return self._pipelines[key]
 
+    def method_il(self, jit: JitInfo, method: int) -> bytes | None:
+        """A method's IL: the runtime's (getMethodInfo), else -- an instantiated generic method,
+        for which 3.1 gives none -- its definition's, from the file of its module."""
+        il = jit.method_il(method)
+        if il is not None:
+            return il
+        token = jit.method_def(method)
+        path = self.file_of(jit.assembly_name(jit.module_assembly(jit.method_module(method))))
+        if path is None or token >> 24 != 0x06:
+            return None
+        try:
+            return self.assembly(path).body(token & 0xFFFFFF).code
+        except Exception:    # noqa: BLE001 -- no body: unknown
+            return None
+
     def pool(self):
         if self._pool is None:
             from ..backend.codegen import CodegenPool
