@@ -168,10 +168,25 @@ static void start_python(void)
 
 /* ---- ICorJitCompiler ------------------------------------------------------------------- */
 
+static unsigned long offered;   /* compileMethod calls: every method the runtime JIT-compiled */
+
+/* At exit: how many methods the runtime offered us, for the summary (compiled by us + by RyuJIT);
+   plain C, no Python, so it cannot disturb a runtime that is shutting down. */
+static void report_offered(void)
+{
+    const char *events = getenv("LLILC_EH_EVENTS");
+    FILE *f = events ? fopen(events, "a") : NULL;
+    if (f != NULL) {
+        fprintf(f, "{\"event\": \"offered\", \"methods\": %lu}\n", __atomic_load_n(&offered, __ATOMIC_SEQ_CST));
+        fclose(f);
+    }
+}
+
 static uint32_t compile_method(void *self, void *comp, void *info, unsigned flags,
                                uint8_t **entry, uint32_t *size)
 {
     (void)self;
+    __atomic_add_fetch(&offered, 1, __ATOMIC_SEQ_CST);
     unsigned eh_count = *(const unsigned *)((const char *)info + EHCOUNT_OFFSET);
     if (eh_count == 0 && !all_methods)
         return CORJIT_SKIPPED;
@@ -224,6 +239,8 @@ __attribute__((visibility("default"))) void jitStartup(void *host)
     (void)host;
     const char *sel = getenv("LLILC_EH_ALL_METHODS");
     all_methods = sel != NULL && strcmp(sel, "1") == 0;
+    if (getenv("LLILC_EH_EVENTS") != NULL)
+        atexit(report_offered);
 }
 
 __attribute__((visibility("default"))) void *getJit(void) { return &compiler; }

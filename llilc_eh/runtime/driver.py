@@ -111,6 +111,11 @@ def build_report(events: list[dict], config: RunConfig, exit_code: int) -> dict:
             "opt": config.opt, "clone_finally": config.clone_finally,
             "gc": "conservative", "tiered_compilation": False,
             "compiled": compiled, "declined": declined}
+    offered = [e["methods"] for e in events if e.get("event") == "offered"]
+    # methods the runtime JIT-compiled (ReadyToRun code is not compiled, not counted): ours, and
+    # RyuJIT's = the rest; unknown (None) when the program died before the runtime's exit
+    report["jitted"] = offered[-1] if offered else None
+    report["jitted_by_ryujit"] = offered[-1] - len(compiled) if offered else None
     if config.compare_jitee:
         report["jitee"] = jitee
     return report
@@ -122,6 +127,9 @@ def summary(report: dict) -> str:
              f"O{report['opt']}{', clone-finally' if report['clone_finally'] else ''}; "
              "GC conservative (COMPlus_gcConservative=1); tiered compilation off; "
              f"program exit code {report['exit_code']}"]
+    if report.get("jitted") is not None:
+        lines.append(f"  the runtime JIT-compiled {report['jitted']} method(s): {len(c)} by llilc-eh, "
+                     f"{report['jitted_by_ryujit']} by RyuJIT (ReadyToRun code not counted)")
     for m in c:
         lines.append(f"  compiled  {m['method']}  {m['code_bytes']} bytes, {m['clauses']} clause(s), "
                      f"{m['funclets']} funclet(s), {m['jit_ms']:.1f} ms")

@@ -80,6 +80,10 @@ def test_selection_by_name_compiles_only_what_it_names(il_programs, run_captured
     assert out.stdout.decode() == (IL_DIR / "try_catch.expected").read_text()
     assert [c["method"] for c in out.report["compiled"]] == ["Tests.TryCatch.Program::Local"]
     assert out.report["declined"] == []
+    # every JIT-compiled method was offered to llilc-eh first: Main, FromCallee and Thrower
+    # (at least) went on to RyuJIT
+    assert out.report["jitted"] == 1 + out.report["jitted_by_ryujit"]
+    assert out.report["jitted_by_ryujit"] >= 3
 
 
 @pytest.mark.parametrize("name", ["try_catch", "nested_filters"])
