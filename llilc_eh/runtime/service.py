@@ -73,7 +73,12 @@ class RunConfig:
 
 
 class Declined(Exception):
-    """This method is left to RyuJIT, for the reason given."""
+    """This method is left to RyuJIT, for the reason given (`method`: its name, when the
+    raiser knows it better than the caller)."""
+
+    def __init__(self, reason: str, method: str | None = None):
+        super().__init__(reason)
+        self.method = method
 
 
 class NotSelected(Exception):
@@ -90,7 +95,6 @@ class Service:
         self._pipelines: dict[str, object] = {}      # file -> Pipeline (linux-x64, the run's options)
         self._pool = None
         self._files: dict[str, Path | None] = {}
-        self.current_name: str | None = None      # the method _identify named, for its decline
 
     # -- events -----------------------------------------------------------------------------
 
@@ -109,14 +113,13 @@ class Service:
         name = None
         try:
             with self.lock:
-                self.current_name = None
                 name, asm_name, token = self._identify(jit, info, flags)
                 from .install import compile_and_install
                 result = compile_and_install(self, jit, info, asm_name, token, name, entry_ptr, size_ptr)
         except NotSelected:
             return CORJIT_SKIPPED
         except Declined as e:
-            name = name or self.current_name
+            name = name or e.method
             self.record({"event": "declined", "method": name or self._runtime_name(jit, info),
                          "reason": str(e)})
             return CORJIT_SKIPPED
@@ -156,20 +159,19 @@ class Service:
         name = self.assembly(path).method(token & 0xFFFFFF).name if path is not None else runtime_name
         if globs and not any(fnmatch.fnmatchcase(name, g) or fnmatch.fnmatchcase(runtime_name, g) for g in globs):
             raise NotSelected
-        self.current_name = name
         if il_stub:
-            raise Declined("IL stub (no IL of its own in a file)")
+            raise Declined("IL stub (no IL of its own in a file)", name)
         if not has_token:
-            raise Declined("dynamic method (no MethodDef token)")
+            raise Declined("dynamic method (no MethodDef token)", name)
         if path is None:
-            raise Declined(f"assembly {assembly!r} has no file in " + ", ".join(self.config.search_dirs))
+            raise Declined(f"assembly {assembly!r} has no file in " + ", ".join(self.config.search_dirs), name)
         attribs = jit.method_attribs(info.ftn)
         if attribs & (CORINFO_FLG_INTRINSIC | CORINFO_FLG_JIT_INTRINSIC):
             # RyuJIT expands these; their IL is a fallback that may call itself
             # (Sse41.get_IsSupported returns Sse41.IsSupported: compiled as IL, it never returns)
-            raise Declined("JIT intrinsic (RyuJIT expands it; its IL may call itself)")
+            raise Declined("JIT intrinsic (RyuJIT expands it; its IL may call itself)", name)
         if attribs & CORINFO_FLG_SHAREDINST:
-            raise Declined("code shared between generic instantiations")
+            raise Declined("code shared between generic instantiations", name)
         return name, assembly, token
 
     # -- resources shared across methods ----------------------------------------------------
