@@ -361,8 +361,10 @@ class FinalImage:
 
     @property
     def padding(self) -> int:
-        """Bytes of the code that belong to no range (alignment between ranges)."""
-        return len(self.code) - sum(r.size for r in self.ranges)
+        """Bytes of the code that belong to no range (alignment between ranges), our stack
+        probe routine not counted."""
+        probe = len(STACK_PROBE_CODE) if self.stack_probe is not None else 0
+        return len(self.code) - sum(r.size for r in self.ranges) - probe
 
     def range_of(self, funclet: int) -> PlacedRange | None:
         return next((r for r in self.ranges if r.funclet == funclet), None)
@@ -435,6 +437,11 @@ class FinalImage:
         for kept, gone in self.merged:
             lines.append(f"  the code of funclets {', '.join(map(str, gone))} runs in funclet {kept} "
                          f"(LLVM merged the cleanups)")
+        if self.stack_probe is not None:
+            lines.append(f"  stack probe routine (ours, in no range): [{self.stack_probe:#06x}, "
+                         f"{self.stack_probe + len(STACK_PROBE_CODE):#06x})")
+        if self.cells:
+            lines.append(f"  {len(self.cells)} data cell(s) at {self.cells[0][0]:#06x}..{self.cells[-1][0] + 8:#06x}")
         if self.filter_constants is not None:
             lines.append("  " + str(self.filter_constants).replace("\n", "\n  "))
         lines.append("  .pdata:")
