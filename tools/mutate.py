@@ -622,7 +622,7 @@ def classify(step: str, exc: BaseException | None) -> Outcome:
         result = f"{exc.stage}/{exc.kind}"
         if exc.stage not in ALLOWED_STAGES[step]:
             return Outcome(step, f"wrong-stage/{result}", str(exc)[:300])
-        return Outcome(step, result)
+        return Outcome(step, result, str(exc)[:300])
     return Outcome(step, f"internal/{type(exc).__name__}", f"{str(exc)[:200]} at {_where(exc)}")
 
 
@@ -844,6 +844,8 @@ def main(argv=None) -> int:
     p.add_argument("--pipeline-every", type=int, default=PIPELINE_EVERY,
                    help="run the whole pipeline on one method of every Nth mutant (0: never)")
     p.add_argument("--time-limit", type=int, default=TIME_LIMIT, help="seconds per mutant")
+    p.add_argument("--show", action="append", default=[], metavar="STAGE/KIND",
+                   help="also list the seeds of every outcome starting with this (e.g. reader/llvm-parse)")
     p.add_argument("--replay", type=int, metavar="SEED", help="run one mutant, print its changes and outcomes "
                                                               "and the traceback of a defect")
     p.add_argument("--write", metavar="FILE", help="with --replay: write the mutant's bytes to FILE")
@@ -914,6 +916,12 @@ def run_campaign(args, sources) -> int:
     print("\nmutants by strategy:")
     for s, c in sorted(by_strategy.items()):
         print(f"  {s:<14} {c['mutants']:6}  with defects {c['with defects']}")
+    if args.show:
+        print(f"\noutcomes {', '.join(args.show)} (replay with --replay SEED):")
+        for r in reports:
+            for o in r.outcomes:
+                if o.result.startswith(tuple(args.show)):
+                    print(f"  seed {r.seed} {r.source} [{'; '.join(r.changes)}] {o.step}: {o.result} {o.detail}")
     if defects:
         print("\ndefects (replay with --replay SEED):")
         for r in defects:
