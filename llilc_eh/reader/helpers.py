@@ -161,6 +161,14 @@ _HELPER_LIST = (
             "refanyval: (class, pointer to the TypedReference) -> its data pointer, if its type handle is "
             "exactly the class (JIT_GetRefAny)", [INVALID_CAST]),
     # Calls.
+    # ldtoken: a runtime handle struct holds a managed object, not the raw handle (CoreCLR 3.1
+    # jithelpers.h: JIT_GetRuntimeType, JIT_GetRuntimeFieldStub, JIT_GetRuntimeMethodStub).
+    _helper("CORINFO_HELP_TYPEHANDLE_TO_RUNTIMETYPEHANDLE", "ptr", ["ptr"],
+            "ldtoken of a type: class handle -> the RuntimeType a RuntimeTypeHandle holds", [OUT_OF_MEMORY]),
+    _helper("CORINFO_HELP_FIELDDESC_TO_STUBRUNTIMEFIELD", "ptr", ["ptr"],
+            "ldtoken of a field: field handle -> the stub object a RuntimeFieldHandle holds", [OUT_OF_MEMORY]),
+    _helper("CORINFO_HELP_METHODDESC_TO_STUBRUNTIMEMETHOD", "ptr", ["ptr"],
+            "ldtoken of a method: method handle -> the stub object a RuntimeMethodHandle holds", [OUT_OF_MEMORY]),
     _helper("CORINFO_HELP_VIRTUAL_FUNC_PTR", "ptr", ["ptr", "ptr", "ptr"],
             "ldvirtftn / virtual call target at run time: (object, class, method) -> code address "
             "(JIT_VirtualFunctionPointer)", [NULL_REFERENCE]),
