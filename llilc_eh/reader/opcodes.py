@@ -1003,6 +1003,11 @@ class BlockTranslator:
         if f.is_static or obj is None:
             # ldsfld/stsfld/ldsflda: a static field's address is its symbol, also when its
             # MemberRef cannot be resolved (is_static None; was an AttributeError on `obj`).
+            if self.tr.target.data_cells and _is_thread_static(self.tr.ee, ins.operand):
+                # a cell holds one address for every thread; CoreCLR reaches thread statics
+                # through helpers (CORINFO_FIELD_STATIC_TLS ...) that we do not call yet
+                raise self.tr.fail(f"{self.tr.target}: {f.symbol} is a [ThreadStatic] field (per-thread "
+                                   "storage is not reached through a data cell)", ins.offset, "thread-static")
             addr = self.global_(self.tr.ee.static_field_address(ins.operand), kind="static", token=ins.operand)
             if self.tr.target.data_cells and self.tr.ee.stack_kind(f.type) is StackKind.VALUE \
                     and not _is_rva_field(self.tr.ee, ins.operand):
@@ -1396,6 +1401,48 @@ class BlockTranslator:
 
     def pop_(self, ins):
         self.pop(ins.offset)
+
+
+def _is_thread_static(ee, token: int) -> bool:
+    """Whether a static field carries [System.ThreadStaticAttribute] (its FieldDef, found in
+    whichever module declares it)."""
+    try:
+        if token >> 24 == 0x04:
+            module, rid = ee._main, token & 0xFFFFFF
+        else:
+            names = ee._main.names
+            module, rid, _, _ = ee._find_field(names.member_ref_parent(token), names.member_name(token),
+                                               names.member_ref_signature(token))
+    except Exception:   # noqa: BLE001 - an unresolvable field is reported where it is used
+        return False
+    marked = getattr(module, "_thread_statics", None)
+    if marked is None:
+        marked = module._thread_statics = _thread_static_fields(module)
+    return rid in marked
+
+
+def _thread_static_fields(module) -> frozenset[int]:
+    """Field rids of `module` with a ThreadStaticAttribute: CustomAttribute rows whose parent
+    is a Field (HasCustomAttribute tag 1) and whose constructor belongs to that attribute."""
+    names, out = module.names, set()
+    for rid in range(1, names.row_count(0x0C) + 1):
+        row = names._row((0x0C << 24) | rid)
+        parent = row.Parent_CodedIndex
+        if parent & 0x1F != 1:
+            continue
+        ctor, tag = row.Type_CodedIndex >> 3, row.Type_CodedIndex & 7
+        try:
+            if tag == 3:        # a MemberRef
+                owner = names.member_ref_parent((0x0A << 24) | ctor)
+            elif tag == 2:      # a MethodDef (CoreLib's own attribute)
+                owner = names.method_owner(ctor)
+            else:
+                continue
+            if names.type_name(owner).endswith("System.ThreadStaticAttribute"):
+                out.add(parent >> 5)
+        except Exception:   # noqa: BLE001 - a malformed attribute row marks nothing
+            continue
+    return frozenset(out)
 
 
 def _is_rva_field(ee, token: int) -> bool:

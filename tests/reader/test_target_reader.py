@@ -99,6 +99,9 @@ SOURCE = r"""
   .method public static void TakesFixed(valuetype FB f) cil managed { ret }
   .method public static void TakesPacked(valuetype Packed p) cil managed { ret }
   .method public static void TakesEmpty(valuetype Empty e, int64 x) cil managed { ret }
+  .field public static int32 PerThread
+  .custom instance void [mscorlib]System.ThreadStaticAttribute::.ctor() = ( 01 00 00 00 )
+  .method public static int32 ReadsThreadStatic() cil managed { ldsfld int32 C::PerThread  ret }
   .field public static valuetype Blob4 Rva at Bytes
   .field public static valuetype P Boxed
   .method public static int32 StaticStructs() cil managed
@@ -212,6 +215,16 @@ def test_what_sysv_cannot_place_is_refused(asm, name, offset, what):
     err = e.value
     assert err.kind == "abi-unsupported" and f"C::{name}" in str(err) and what in str(err), str(err)
     assert err.offset == offset, str(err)
+
+
+def test_thread_statics_are_refused_on_linux(asm):
+    """A [ThreadStatic] field has storage per thread: one data cell cannot reach it (CoreCLR
+    uses TLS helpers), so linux-x64 refuses it (`thread-static`); win-x64 names it."""
+    _translate(asm, "ReadsThreadStatic", WIN_X64)
+    with pytest.raises(ReaderError) as e:
+        _translate(asm, "ReadsThreadStatic", LINUX_X64)
+    assert e.value.kind == "thread-static" and e.value.offset == 0 and "C::PerThread" in str(e.value)
+    _translate(asm, "StaticStructs", LINUX_X64)     # the control: other statics are no thread statics
 
 
 def test_struct_statics_are_boxed_but_rva_statics_are_not(asm):
