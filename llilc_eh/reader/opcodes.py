@@ -981,7 +981,13 @@ class BlockTranslator:
         else:
             symbol, kind = ee.method_handle(token), "method-handle"
         handle = self.temp("ptr")
-        self.emit(f"store ptr {self.global_(symbol, kind=kind, token=token)}, ptr {handle}")
+        value = self.global_(symbol, kind=kind, token=token)
+        if self.tr.target.data_cells:
+            # code the runtime runs: CoreCLR's handle structs hold a managed object (the
+            # RuntimeType, a field/method stub), which these helpers make from the raw handle;
+            # with the raw handle typeof(T) crashed and an array initializer threw
+            value = self.helper(_LDTOKEN_HELPERS[kind], [f"ptr {value}"])
+        self.emit(f"store ptr {value}, ptr {handle}")
         self.push("vt", handle)
 
     def new_object(self, info, ins):
@@ -1448,6 +1454,11 @@ def _thread_static_fields(module) -> frozenset[int]:
 def _is_rva_field(ee, token: int) -> bool:
     """A FieldDef with an RVA (its data in the image, C#'s constant arrays): not boxed."""
     return token >> 24 == 0x04 and bool(ee._main.row(token).Flags & 0x0100)   # fdHasFieldRVA
+
+
+_LDTOKEN_HELPERS = {"class": "CORINFO_HELP_TYPEHANDLE_TO_RUNTIMETYPEHANDLE",
+                    "field": "CORINFO_HELP_FIELDDESC_TO_STUBRUNTIMEFIELD",
+                    "method-handle": "CORINFO_HELP_METHODDESC_TO_STUBRUNTIMEMETHOD"}
 
 
 def _is_field_ref(asm, token: int) -> bool:

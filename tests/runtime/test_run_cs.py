@@ -77,3 +77,17 @@ def test_jitee_comparison_sees_answers_and_can_fail(cs_programs, run_captured):
     offsets = [a for a in bad.report["jitee"] if a["question"] == "field offset"]
     assert offsets and not any(a["agree"] for a in offsets)
     assert bad.stdout == good.stdout          # only the comparison was damaged, not the code
+
+
+def test_ldtoken_handles_hold_what_coreclr_expects(run_captured, tmp_path):
+    """tests/runtime/programs/tokens.cs: typeof, an array initializer (InitializeArray with a
+    RuntimeFieldHandle) and a field handle in methods of ours. With the raw handles in the
+    structs typeof crashed (SIGSEGV) and the array initializer threw ArgumentException."""
+    exe = tmp_path / "tokens.exe"
+    proc = subprocess.run([shutil.which("mcs") or "mcs", "-nologo", f"-out:{exe}",
+                           str(CS_DIR.parent / "programs" / "tokens.cs")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    oracle = run_on_coreclr(exe)
+    out = run_captured(exe)
+    assert (out.stdout.decode(), out.exit_code) == (oracle.stdout, oracle.returncode)
+    assert {c["method"] for c in out.report["compiled"]} == {"Tokens::Primes", "Tokens::Types", "Tokens::Fields"}
