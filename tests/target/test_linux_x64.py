@@ -165,6 +165,23 @@ def test_no_builtins_keeps_a_loop_from_becoming_memset(target_pool):
     assert undefined(LINUX_X64.define_attributes) == set()
 
 
+def test_copies_up_to_the_inline_limit_never_become_memcpy(target_pool):
+    """The reader's INLINE_FILL_LIMIT holds whatever LLVM's O2 makes of a copy: a plain,
+    misaligned memcpy of that many bytes is expanded inline; 8 bytes more is a call (the
+    control: the measurement would see a change of LLVM's thresholds)."""
+    from llilc_eh.reader.translate import INLINE_FILL_LIMIT
+    ir = ('target triple = "x86_64-pc-windows-msvc"\ndeclare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)\n'
+          "define x86_64_sysvcc void @f(ptr %d, ptr %s) ATTRS {\n"
+          "  call void @llvm.memcpy.p0.p0.i64(ptr align 1 %d, ptr align 1 %s, i64 SIZE, i1 false)\n  ret void\n}\n")
+
+    def undefined(size: int) -> set[str]:
+        text = ir.replace("ATTRS", LINUX_X64.define_attributes).replace("SIZE", str(size))
+        return {s.name for s in CoffObject.parse(target_pool.compile(text, 2).obj).symbols if s.section_number == 0}
+
+    assert undefined(INLINE_FILL_LIMIT) == set()
+    assert undefined(INLINE_FILL_LIMIT + 8) == {"memcpy"}
+
+
 # -- the final image ---------------------------------------------------------------------------
 
 def test_every_handler_range_starts_with_the_thunk(linux, windows):
