@@ -120,12 +120,17 @@ def _failure(exc: BaseException, method: str | None) -> dict:
             "reason": f"{exc} ({Path(tb.filename).name}:{tb.lineno})"}
 
 
-def validate_file(path: str, translate: bool = False, opt: int = 2, references: tuple[str, ...] = ()) -> FileReport:
+def validate_file(path: str, translate: bool = False, opt: int = 2, references: tuple[str, ...] = (), *,
+                  only: tuple[int, ...] | None = None, native: bool = True) -> FileReport:
     """IL region checks on every method with EH of one assembly; for ReadyToRun images
     RyuJIT's tables too; with `translate`, the whole pipeline (`pipeline.Pipeline.stream`:
     IR, lint, verify, model, LLVM codegen at `opt`, final image, clauses, validator, LLVM
     differential) on every EH method whose IL is sound, its references also looked up in the
-    `references` folders (`--reference`)."""
+    `references` folders (`--reference`).
+
+    `only` (MethodDef rids, in table order) and `native=False` make one part of the file's
+    work, for `cluster`, which splits a large assembly into chunks of methods plus one part
+    for RyuJIT's tables and merges the parts back into this same report (`cluster.merge`)."""
     t0 = time.perf_counter()
     report = FileReport(path=path)
     try:
@@ -138,7 +143,7 @@ def validate_file(path: str, translate: bool = False, opt: int = 2, references: 
         return report
     report.with_il = len(rids)
     analyzed = {}
-    for rid in rids:
+    for rid in rids if only is None else only:
         where = f"0x{0x06000000 | rid:08X}"
         try:
             body = asm.body(rid)
@@ -163,7 +168,7 @@ def validate_file(path: str, translate: bool = False, opt: int = 2, references: 
             analyzed[rid] = m
     if translate:
         _translate(asm, analyzed, opt, report, references)
-    report.native = _validate_native(asm, report)
+    report.native = _validate_native(asm, report) if native else None
     report.seconds = time.perf_counter() - t0
     return report
 

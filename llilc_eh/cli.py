@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import signal
 import sys
@@ -350,10 +351,15 @@ def cmd_validate(args) -> int:
         check_output_file(args.json, "--json")
     if args.timings:
         check_output_file(args.timings, "--timings")
+    runner = batch.run
+    if args.cluster:                                    # a Dask cluster instead of --jobs (llilc_eh.cluster)
+        from . import cluster
+        cluster.parse_address(args.cluster)             # an unusable address: exit 1 before any work
+        runner = functools.partial(cluster.run, address=args.cluster, chunk=args.chunk, send=args.cluster_send)
     t0 = time.perf_counter()
     finished: dict[str, batch.FileReport] = {}
     try:
-        reports = batch.run(files, jobs=args.jobs, progress=not args.quiet, translate=args.translate,
+        reports = runner(files, jobs=args.jobs, progress=not args.quiet, translate=args.translate,
                             opt=args.opt, finished=finished, references=_references(args))
     except (KeyboardInterrupt, Interrupted):
         # What finished is still a result: its summary, no report files (they would pass for whole).
@@ -442,6 +448,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "so not in the JSON report)")
     p.add_argument("--quiet", "-q", action="store_true",
                    help="no progress (a bar on a terminal, else a line per finished file on stderr)")
+    p.add_argument("--cluster", metavar="ADDRESS", help="run on a Dask distributed cluster instead of --jobs: "
+                   "tcp://host:port of a running scheduler, or local[:N] for a local cluster of N worker processes "
+                   "(default 2); the same report (docs/cluster.md)")
+    p.add_argument("--chunk", type=int, default=64, metavar="N",
+                   help="with --cluster: an assembly with more EH methods is split into tasks of N (default 64)")
+    p.add_argument("--cluster-send", action="store_true",
+                   help="with --cluster: send the assemblies' bytes to the workers (content-addressed, sha256-checked) "
+                        "instead of having them open the same paths")
     p.set_defaults(func=cmd_validate)
     _add_run_parser(sub)
     _everywhere(sub)
