@@ -22,6 +22,7 @@ Kinds:
   array-class     the array class a newarr allocates (its token resolved as CORINFO_TOKENKIND_Newarr;
                   linux-x64 only, where it is a cell of its own)
   field-class     the class handle of a field's (value) type (ASSIGN_STRUCT of a field)
+  field-owner     the class declaring a static field (CORINFO_HELP_INITCLASS before the access; linux-x64)
   static          a static field's address
   field           a CORINFO_FIELD_HANDLE (ldtoken)
   field-offset    an instance field's offset, where metadata could not lay its class out
@@ -34,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 KINDS = ("helper", "method", "method-handle", "method-class", "method-entry", "string", "class", "array-class",
-         "field-class", "static", "field", "field-offset", "vasig-cookie", "frame-constant")
+         "field-class", "field-owner", "static", "field", "field-offset", "vasig-cookie", "frame-constant")
 CALL_KINDS = ("helper", "method")
 
 

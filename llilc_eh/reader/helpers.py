@@ -161,6 +161,8 @@ _HELPER_LIST = (
             "refanyval: (class, pointer to the TypedReference) -> its data pointer, if its type handle is "
             "exactly the class (JIT_GetRefAny)", [INVALID_CAST]),
     # Calls.
+    _helper("CORINFO_HELP_INITCLASS", "void", ["ptr"],
+            "run a class's static constructor if it has not run: (class) (JIT_InitClass)", [TYPE_INITIALIZATION]),
     # ldtoken: a runtime handle struct holds a managed object, not the raw handle (CoreCLR 3.1
     # jithelpers.h: JIT_GetRuntimeType, JIT_GetRuntimeFieldStub, JIT_GetRuntimeMethodStub).
     _helper("CORINFO_HELP_TYPEHANDLE_TO_RUNTIMETYPEHANDLE", "ptr", ["ptr"],

@@ -1014,7 +1014,14 @@ class BlockTranslator:
                 # through helpers (CORINFO_FIELD_STATIC_TLS ...) that we do not call yet
                 raise self.tr.fail(f"{self.tr.target}: {f.symbol} is a [ThreadStatic] field (per-thread "
                                    "storage is not reached through a data cell)", ins.offset, "thread-static")
-            addr = self.global_(self.tr.ee.static_field_address(ins.operand), kind="static", token=ins.operand)
+            symbol = self.tr.ee.static_field_address(ins.operand)
+            if self.tr.target.data_cells:
+                # code the runtime runs: the class's static constructor must have run before the
+                # access (RyuJIT asks initClass and calls a helper when it cannot prove it);
+                # JIT_InitClass returns at once when the class is initialised
+                owner = self.global_(symbol + "$owner", kind="field-owner", token=ins.operand)
+                self.helper("CORINFO_HELP_INITCLASS", [f"ptr {owner}"])
+            addr = self.global_(symbol, kind="static", token=ins.operand)
             if self.tr.target.data_cells and self.tr.ee.stack_kind(f.type) is StackKind.VALUE \
                     and not _is_rva_field(self.tr.ee, ins.operand):
                 # the cell holds what getFieldAddress gives: CoreCLR keeps a static of a (non-primitive)

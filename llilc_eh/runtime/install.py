@@ -231,10 +231,15 @@ def _cell_value(jit: JitInfo, info, ext) -> int:
         if not handle:
             raise Declined(f"class 0x{ext.token:08X}: embedClassHandle gave an indirection")
         return handle
-    if kind == "static":
+    if kind == "field-owner":
         rt = jit.resolve_token(info.scope, ext.token, CorInfoTokenKind.Field, context=info.ftn)
-        if jit.init_class(rt.hField, info.ftn, info.ftn) & CORINFO_INITCLASS_USE_HELPER:
-            raise Declined(f"static field 0x{ext.token:08X}: its class needs an initialisation helper")
+        handle, indirect = jit.embed_class_handle(rt.hClass)
+        if not handle:
+            raise Declined(f"class of static field 0x{ext.token:08X}: embedClassHandle gave an indirection")
+        return handle
+    if kind == "static":
+        # the code calls CORINFO_HELP_INITCLASS before the access (reader, linux-x64)
+        rt = jit.resolve_token(info.scope, ext.token, CorInfoTokenKind.Field, context=info.ftn)
         addr, indirect = jit.field_address(rt.hField)
         if not addr:
             raise Declined(f"static field 0x{ext.token:08X}: getFieldAddress gave an indirection")

@@ -79,15 +79,28 @@ def test_jitee_comparison_sees_answers_and_can_fail(cs_programs, run_captured):
     assert bad.stdout == good.stdout          # only the comparison was damaged, not the code
 
 
-def test_ldtoken_handles_hold_what_coreclr_expects(run_captured, tmp_path):
-    """tests/runtime/programs/tokens.cs: typeof, an array initializer (InitializeArray with a
-    RuntimeFieldHandle) and a field handle in methods of ours. With the raw handles in the
-    structs typeof crashed (SIGSEGV) and the array initializer threw ArgumentException."""
-    exe = tmp_path / "tokens.exe"
-    proc = subprocess.run([shutil.which("mcs") or "mcs", "-nologo", f"-out:{exe}",
-                           str(CS_DIR.parent / "programs" / "tokens.cs")], capture_output=True, text=True, timeout=120)
+PROGRAMS_DIR = CS_DIR.parent / "programs"
+# tests/runtime/programs: each a known way our code went wrong in the runtime, now right
+PROGRAM_METHODS = {
+    # typeof, an int[] initializer (InitializeArray + RuntimeFieldHandle), a field handle: with
+    # the raw handles in the structs typeof crashed and the initializer threw ArgumentException
+    "tokens": {"Tokens::Primes", "Tokens::Types", "Tokens::Fields"},
+    # static constructors not yet run when our code touches the class (explicit, initialiser,
+    # struct static, in a catch, written in a finally): the code calls CORINFO_HELP_INITCLASS;
+    # the cctors print, so their order is checked against RyuJIT's
+    "statics": {"Statics::ReadPrecise", "Statics::InCatch", "Statics::Struct"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAM_METHODS))
+def test_program_equals_ryujit(run_captured, tmp_path, name):
+    exe = tmp_path / f"{name}.exe"
+    proc = subprocess.run([shutil.which("mcs") or "mcs", "-nologo", f"-out:{exe}", str(PROGRAMS_DIR / f"{name}.cs")],
+                          capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     oracle = run_on_coreclr(exe)
-    out = run_captured(exe)
+    out = run_captured(exe, compare_jitee=True)
     assert (out.stdout.decode(), out.exit_code) == (oracle.stdout, oracle.returncode)
-    assert {c["method"] for c in out.report["compiled"]} == {"Tokens::Primes", "Tokens::Types", "Tokens::Fields"}
+    assert {c["method"] for c in out.report["compiled"]} == PROGRAM_METHODS[name]
+    assert out.report["declined"] == []
+    assert all(a["agree"] for a in out.report["jitee"])
