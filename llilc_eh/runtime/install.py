@@ -44,7 +44,6 @@ from .service import Declined
 from .structs import CORINFO_FLG_JIT_INTRINSIC, CorInfoTokenKind, CorJitFuncKind, InfoAccessType
 
 IMAGE_REL_BASED_REL32 = 0x10          # corinfo.h: recordRelocation's rel32 (jump stub if out of range)
-CORINFO_INITCLASS_USE_HELPER = 0x04
 PVALUE_STUB = bytes.fromhex("48b8") + bytes(8) + bytes.fromhex("ff20")   # mov rax, imm64; jmp [rax]
 STUB_ALIGN = 16
 DAMAGES = ("try-end-short", "jitee-field-offset")
