@@ -65,6 +65,7 @@ class FileReport:
     seconds: float = 0.0                                     # timings: not in the JSON report
     stage_seconds: Counter = field(default_factory=Counter)
     method_seconds: list[tuple[float, str]] = field(default_factory=list)
+    records: list[dict] = field(default_factory=list)       # --per-method (view.records): not in the JSON report
 
     def as_dict(self) -> dict:
         return {"path": self.path, "methods": self.methods, "with_il": self.with_il,
@@ -121,7 +122,8 @@ def _failure(exc: BaseException, method: str | None) -> dict:
 
 
 def validate_file(path: str, translate: bool = False, opt: int = 2, references: tuple[str, ...] = (), *,
-                  only: tuple[int, ...] | None = None, native: bool = True) -> FileReport:
+                  only: tuple[int, ...] | None = None, native: bool = True, clone_finally: bool = False,
+                  profile: str = "coreclr-psp", records: bool = False, record_seconds: bool = False) -> FileReport:
     """IL region checks on every method with EH of one assembly; for ReadyToRun images
     RyuJIT's tables too; with `translate`, the whole pipeline (`pipeline.Pipeline.stream`:
     IR, lint, verify, model, LLVM codegen at `opt`, final image, clauses, validator, LLVM
@@ -167,7 +169,8 @@ def validate_file(path: str, translate: bool = False, opt: int = 2, references: 
         if not m.errors:
             analyzed[rid] = m
     if translate:
-        _translate(asm, analyzed, opt, report, references)
+        _translate(asm, analyzed, opt, report, references, clone_finally=clone_finally, profile=profile,
+                   records=records, record_seconds=record_seconds)
     report.native = _validate_native(asm, report) if native else None
     report.seconds = time.perf_counter() - t0
     return report
@@ -189,13 +192,19 @@ def _pool():
     return _POOL
 
 
-def _translate(asm: Assembly, analyzed: dict, opt: int, report: FileReport, references: tuple[str, ...] = ()) -> None:
+def _translate(asm: Assembly, analyzed: dict, opt: int, report: FileReport, references: tuple[str, ...] = (), *,
+               clone_finally: bool = False, profile: str = "coreclr-psp", records: bool = False,
+               record_seconds: bool = False) -> None:
     """The whole pipeline over the analysed EH methods; every shortfall is a failure record
     with a named reason: a stage's error, a validator rule, an image finding, an unexplained
-    difference from LLVM's own table."""
+    difference from LLVM's own table. `records`: one `view.records` record per EH method too
+    (those the IL checks stopped included), RyuJIT's side from the file's ReadyToRun code."""
     from .pipeline import Pipeline
+    from .reader.translate import Options
     report.translated = 0
-    pipeline = Pipeline(asm, _pool(), opt=opt, references=references)
+    pipeline = Pipeline(asm, _pool(), opt=opt, references=references, profile=profile,
+                        options=Options(clone_finally=clone_finally))
+    record = _recorder(asm, report, opt, profile, clone_finally, record_seconds) if records else None
     rids = list(analyzed)
     runs = pipeline.stream(rids, analyzed=analyzed)
     for rid in rids:
@@ -213,6 +222,27 @@ def _translate(asm: Assembly, analyzed: dict, opt: int, report: FileReport, refe
         failures = run_failures(run)
         report.translate_failures.extend(failures)
         report.translated += not failures
+        if record is not None:
+            record(run)
+
+
+def _recorder(asm: Assembly, report: FileReport, opt: int, profile: str, clone_finally: bool, seconds: bool):
+    """`--per-method`: a function recording one run (`view.records.method_record`); the methods
+    whose IL checks failed are recorded now, from their failure records."""
+    from .view.records import failed_record, method_record
+    options = {"opt": opt, "profile": profile, "clone_finally": clone_finally}
+    name = Path(report.path).name
+    try:
+        image = ReadyToRunImage(asm)
+    except AssemblyError:
+        image = None
+    recorded = set()
+    for f in report.failures:
+        rec = failed_record(name, f, options)
+        if rec is not None and rec["token"] not in recorded:
+            recorded.add(rec["token"])
+            report.records.append(rec)
+    return lambda run: report.records.append(method_record(name, run, asm, image, options, seconds=seconds))
 
 
 def run_failures(run) -> list[dict]:
@@ -329,7 +359,7 @@ def _stop_workers(pool: ProcessPoolExecutor) -> None:
 
 def run(files: list[str], jobs: int = 1, progress: bool = True, translate: bool = False,
         opt: int = 2, finished: dict[str, FileReport] | None = None,
-        references: tuple[str, ...] = ()) -> list[FileReport]:
+        references: tuple[str, ...] = (), **file_options) -> list[FileReport]:
     """Validate every file, `jobs` worker processes at a time; results in input order.
 
     `finished` (a dict the caller owns) receives each file's report as soon as it is done, so
@@ -356,11 +386,12 @@ def run(files: list[str], jobs: int = 1, progress: bool = True, translate: bool 
     try:
         if jobs <= 1:
             for f in order:
-                tick(validate_file(f, translate, opt, tuple(references)))
+                tick(validate_file(f, translate, opt, tuple(references), **file_options))
         else:
             pool = ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init)
             try:
-                futures = [pool.submit(validate_file, f, translate, opt, tuple(references)) for f in order]
+                futures = [pool.submit(validate_file, f, translate, opt, tuple(references), **file_options)
+                           for f in order]
                 for future in as_completed(futures):
                     tick(future.result())
             except BaseException:

@@ -280,11 +280,12 @@ def cmd_translate(args) -> int:
         raise LlilcEhError(f"--emit-dir and --svg write the files of one method, {path.name} has {len(refs)} "
                            "with EH: name one with --method or --token")
     stage = args.stage
+    r2r_image = _compare_r2r_image(asm, path) if args.compare_r2r else None
     from .target import target_named
     options = Options(clone_finally=args.clone_finally, pad_markers=args.pad_markers,
                       target=target_named(args.target))
     rids = [ref.rid for ref in refs]
-    if stage in _FRONT_STAGES and not (args.emit_dir or args.svg):
+    if stage in _FRONT_STAGES and not (args.emit_dir or args.svg or args.compare_r2r):
         pipeline = Pipeline(asm, None, opt=args.opt, profile=args.profile, options=options,
                             references=_references(args))
         runs = [pipeline.front(rid) for rid in rids]        # IL -> IR -> lint + verify -> model
@@ -301,7 +302,9 @@ def cmd_translate(args) -> int:
             if run.error is not None:
                 run.error.for_method(run.name)
         view = build_view(run, names, path.name, clone_finally=args.clone_finally)
-        if args.json:
+        if args.compare_r2r:                # ours beside RyuJIT instead of the stage view
+            _print_compare_r2r(asm, r2r_image, ref, view, docs if args.json else None, n)
+        elif args.json:
             if stage == "ir":     # the reader's result, as `--stage ir --json` has always printed
                 docs.append(reader_json(view) if run.reader is not None else
                             {"method": view.title, "error": run.error.as_dict() if run.error else None})
@@ -323,6 +326,35 @@ def cmd_translate(args) -> int:
     if args.json:
         print(dumps(json_document("translate", path, docs)), end="")
     return status
+
+
+def _compare_r2r_image(asm: Assembly, path: Path):
+    """`--compare-r2r` needs RyuJIT's code: an image without it is unusable input (exit 1)."""
+    from .errors import AssemblyError
+    try:
+        return ReadyToRunImage(asm)
+    except AssemblyError as e:
+        raise LlilcEhError(f"--compare-r2r: {path.name} has no ReadyToRun code to compare with ({e})",
+                           kind="bad-input") from None
+
+
+def _print_compare_r2r(asm: Assembly, image, ref, view, docs: list | None, n: int) -> None:
+    """One method's `--compare-r2r` view (text), or its JSON document with a `compare_r2r` part."""
+    from .check.r2r import check_method
+    from .view.compare import compare_json, our_side, r2r_body, render_compare, ryujit_disassembly, ryujit_side
+    from .view.report import report
+
+    body = r2r_body(image, ref.token)
+    why = None if body is not None else "no ReadyToRun body for this method (not precompiled, or generic)"
+    check = check_method(asm, image, body) if body is not None else None
+    ours, theirs = our_side(view.run), ryujit_side(check) if check is not None else None
+    if docs is not None:
+        docs.append({**report(view, sections={"clauses"}),
+                     "compare_r2r": compare_json(ours, theirs, check, why_no_r2r=why)})
+        return
+    code = ryujit_disassembly(asm, body) if body is not None else ()
+    print(("\n" if n else "") + render_compare(view, ours, theirs, check, code, why_no_r2r=why, names=asm.names),
+          end="")
 
 
 def _report_run(run) -> int:
@@ -351,6 +383,10 @@ def cmd_validate(args) -> int:
         check_output_file(args.json, "--json")
     if args.timings:
         check_output_file(args.timings, "--timings")
+    if (args.per_method or args.per_method_seconds) and not args.translate:
+        raise LlilcEhError("--per-method records the pipeline's results: it needs --translate", kind="bad-input")
+    if args.per_method:
+        check_output_file(args.per_method, "--per-method")
     runner = batch.run
     if args.cluster:                                    # a Dask cluster instead of --jobs (llilc_eh.cluster)
         from . import cluster
@@ -360,7 +396,9 @@ def cmd_validate(args) -> int:
     finished: dict[str, batch.FileReport] = {}
     try:
         reports = runner(files, jobs=args.jobs, progress=not args.quiet, translate=args.translate,
-                            opt=args.opt, finished=finished, references=_references(args))
+                            opt=args.opt, finished=finished, references=_references(args),
+                            clone_finally=args.clone_finally, profile=args.profile,
+                            records=bool(args.per_method), record_seconds=args.per_method_seconds)
     except (KeyboardInterrupt, Interrupted):
         # What finished is still a result: its summary, no report files (they would pass for whole).
         done = [finished[f] for f in dict.fromkeys(files) if f in finished]
@@ -374,10 +412,23 @@ def cmd_validate(args) -> int:
         Path(args.json).write_text(batch.json_report(reports))
     if args.timings:
         Path(args.timings).write_text(batch.timings_report(reports))
+    if args.per_method:
+        from .view.records import dumps_records
+        Path(args.per_method).write_text(dumps_records([x for r in reports for x in r.records]), encoding="utf-8")
     print(batch.summary(reports, wall))
     if args.list_failures:
         _list_failures(reports)
     return EXIT_FINDINGS if any(batch.failure_records(r) for r in reports) else EXIT_CLEAN
+
+
+def cmd_diff(args) -> int:
+    """`llilc-eh diff A B`: what changed between two record files; the changes are the output,
+    so a run that compared is clean (0) whatever it found, an unreadable file unusable (1)."""
+    from .view.records import diff_records, load_records
+    a, b = load_records(args.a), load_records(args.b)
+    print(diff_records(a, b, name_a=Path(args.a).name, name_b=Path(args.b).name, limit=None if args.all else 50),
+          end="")
+    return EXIT_CLEAN
 
 
 def _list_failures(reports: list[batch.FileReport]) -> None:
@@ -429,6 +480,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-timings", action="store_true", help="leave the timings out of the text view "
                    "(the rest is deterministic)")
     p.add_argument("--timings", action="store_true", help="put the timings into the JSON (report.json) too")
+    p.add_argument("--compare-r2r", action="store_true",
+                   help="ours beside RyuJIT (the assembly's ReadyToRun code): counts, code size, funclets, each IL "
+                        "clause's fate on both sides, both clause tables with each clause's role, both disassemblies")
     p.set_defaults(func=cmd_translate)
     p = sub.add_parser("r2r", help="RyuJIT's native clauses, funclets and unwind info beside the IL's")
     _add_method_args(p)
@@ -456,7 +510,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster-send", action="store_true",
                    help="with --cluster: send the assemblies' bytes to the workers (content-addressed, sha256-checked) "
                         "instead of having them open the same paths")
+    p.add_argument("--per-method", metavar="FILE", help="with --translate: one JSON line per EH method (IL shape, our "
+                   "clauses / duplicates / split tries / copies / code size / funclets, RyuJIT's where the image has "
+                   "a body, differential, status, options), sorted by file and token, deterministic")
+    p.add_argument("--per-method-seconds", action="store_true",
+                   help="put each method's pipeline seconds into the --per-method records (then not deterministic)")
+    p.add_argument("--profile", choices=[p.value for p in Profile], default=DEFAULT_PROFILE.value,
+                   help=f"runtime ABI profile of our clause tables (--translate; default {DEFAULT_PROFILE.value})")
+    p.add_argument("--clone-finally", action="store_true",
+                   help="--translate with a normal-path finally copy per leave (default: continuation selectors)")
     p.set_defaults(func=cmd_validate)
+    p = sub.add_parser("diff", help="two --per-method record files compared, per method and in aggregate")
+    p.add_argument("a", metavar="A.jsonl")
+    p.add_argument("b", metavar="B.jsonl")
+    p.add_argument("--all", action="store_true", help="every changed method (default: the first 50)")
+    p.set_defaults(func=cmd_diff)
     _add_run_parser(sub)
     _everywhere(sub)
     return ap
