@@ -61,6 +61,7 @@ class FileReport:
     translated: int | None = None          # with translate: methods through the whole pipeline, clean
     translate_failures: list[dict] = field(default_factory=list)
     differential: Counter = field(default_factory=Counter)   # LLVM differential classification
+    dispatch: Counter = field(default_factory=Counter)       # check.dispatch on our tables: methods, sites, ...
     decided_by_order: int = 0       # methods whose funclet match the evidence left to LLVM's order
     seconds: float = 0.0                                     # timings: not in the JSON report
     stage_seconds: Counter = field(default_factory=Counter)
@@ -76,6 +77,7 @@ class FileReport:
                 "native": self.native.as_dict() if self.native else None,
                 "translated": self.translated, "translate_failures": self.translate_failures,
                 "differential": dict(sorted(self.differential.items())),
+                "dispatch": dict(sorted(self.dispatch.items())),
                 "decided_by_order": self.decided_by_order}
 
 
@@ -95,10 +97,11 @@ class NativeReport:
     findings: list[dict] = field(default_factory=list)
     comparison: Counter = field(default_factory=Counter)     # classification -> bodies
     comparison_details: Counter = field(default_factory=Counter)  # fate/role -> clauses
+    dispatch: Counter = field(default_factory=Counter)       # check.dispatch on RyuJIT's tables
 
     def as_dict(self) -> dict:
         d = {k: v for k, v in self.__dict__.items()}
-        for k in ("clauses", "clause_flags", "comparison", "comparison_details"):
+        for k in ("clauses", "clause_flags", "comparison", "comparison_details", "dispatch"):
             d[k] = dict(sorted(d[k].items()))
         return d
 
@@ -218,6 +221,8 @@ def _translate(asm: Assembly, analyzed: dict, opt: int, report: FileReport, refe
         report.method_seconds.append((sum(v for k, v in run.seconds.items() if k != "codegen-wait"), run.name))
         if run.differential is not None:
             report.differential[run.differential.classification] += 1
+        if run.dispatch is not None:
+            report.dispatch.update(dispatch_counts(run.dispatch))
         report.decided_by_order += bool(run.image is not None and run.image.ambiguous)
         failures = run_failures(run)
         report.translate_failures.extend(failures)
@@ -245,6 +250,29 @@ def _recorder(asm: Assembly, report: FileReport, opt: int, profile: str, clone_f
     return lambda run: report.records.append(method_record(name, run, asm, image, options, seconds=seconds))
 
 
+def dispatch_counts(check) -> Counter:
+    """One method's dispatch check as summary counts (`unchecked: REASON` per reason)."""
+    c = Counter(methods=1, call_sites=len(check.sites), scenarios=check.scenarios,
+                mismatches=len(check.mismatches))
+    c.update({f"unchecked: {k}": v for k, v in check.unchecked.items()})
+    return c
+
+
+def dispatch_line(ours: list[Counter], ryujit: list[Counter]) -> str:
+    """The summary's dispatch line: call sites and scenarios checked, mismatches, for our
+    tables and for RyuJIT's (ReadyToRun debug info), and what could not be checked."""
+    def part(counters: list[Counter]) -> str:
+        c = sum(counters, Counter())
+        text = (f"{c['methods']} methods, {c['call_sites']} call sites, {c['scenarios']} scenarios, "
+                f"{c['mismatches']} mismatches")
+        rest = sorted((k.split(": ", 1)[1], v) for k, v in c.items() if k.startswith("unchecked: "))
+        return text + (" (not checked: " + ", ".join(f"{v} {k}" for k, v in rest) + ")" if rest else "")
+    line = "dispatch: ours " + part(ours)
+    if any(ryujit):
+        line += "; RyuJIT's " + part(ryujit)
+    return line
+
+
 def run_failures(run) -> list[dict]:
     """A pipeline run's shortfalls as failure records (`validate --translate` records them,
     `translate` exits 2 on them): the stage error, or every validator finding on our table
@@ -259,6 +287,9 @@ def run_failures(run) -> list[dict]:
     if run.differential is not None:
         out += [{"stage": "clauses", "kind": f"llvm-differential:{d.reason}", "method": run.name, "offset": None,
                  "reason": d.detail} for d in run.differential.unexplained]
+    if getattr(run, "dispatch", None) is not None:
+        out += [{"stage": "clauses", "kind": "dispatch-mismatch", "method": run.name, "offset": m.pc,
+                 "reason": str(m)} for m in run.dispatch.mismatches]
     return out
 
 
@@ -468,7 +499,7 @@ def summary(reports: list[FileReport], wall: float | None = None, *, interrupted
             for k in ("bodies", "eh_bodies", "stub_eh_bodies", "runtime_functions", "funclets",
                       "unwind_infos", "unwind_round_trip_failures"):
                 setattr(n, k, getattr(n, k) + getattr(x, k))
-            for k in ("clauses", "clause_flags", "comparison", "comparison_details"):
+            for k in ("clauses", "clause_flags", "comparison", "comparison_details", "dispatch"):
                 getattr(n, k).update(getattr(x, k))
             n.findings.extend(x.findings)
         lines.append(f"ReadyToRun ({len(natives)} images): {n.bodies} bodies, {n.eh_bodies} with native EH "
@@ -517,6 +548,8 @@ def _translate_summary(reports: list[FileReport]) -> list[str]:
     for r in reports:
         diff.update(r.differential)
     lines.append("LLVM differential: " + (", ".join(f"{k} {v}" for k, v in sorted(diff.items())) or "none"))
+    lines.append(dispatch_line([r.dispatch for r in reports],
+                               [r.native.dispatch for r in reports if r.native is not None]))
     lines.append(f"funclet matches the evidence left to LLVM's order: {sum(r.decided_by_order for r in reports)} "
                  f"methods")
     stages = Counter()

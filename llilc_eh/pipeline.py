@@ -2,7 +2,8 @@
 
     IL (decode, regions, checks) → reader (IR) → lint + LLVM verify → funclet model
     → LLVM codegen (worker) → recovery → final image (+ verify) → clause table
-    → validator → LLVM differential
+    → validator → LLVM differential → dispatch check (check.dispatch: the CLR's two passes over
+    our table at every call site vs ECMA-335's over the IL, per scenario)
 
 `translate` shows one `MethodRun` side by side, `validate --translate` and the benchmarks
 run many. Why one driver: every consumer needs the same chain with the same choices (which
@@ -43,6 +44,7 @@ from .backend.codegen import CodegenPool, CodegenResult
 from .backend.coff import CoffObject
 from .backend.image import FinalImage, ImageFinding, link_final_image
 from .backend.recover import RecoveredCode, recover
+from .check.dispatch import DispatchCheck, TypeOracle, check_ours
 from .clauses.differential import Differential, llvm_differential
 from .clauses.generate import (
     PlacedCode,
@@ -106,6 +108,7 @@ class MethodRun:
     clause_bytes: bytes = b""
     findings: list[Finding] = field(default_factory=list)
     differential: Differential | None = None
+    dispatch: DispatchCheck | None = None       # the CLR's dispatch over our table vs the IL's (check.dispatch)
     error: LlilcEhError | None = None
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -118,7 +121,8 @@ class MethodRun:
         """Every stage ran and every check is clean."""
         return (self.error is None and self.clauses is not None and not self.findings
                 and not self.image_findings
-                and (self.differential is None or not self.differential.unexplained))
+                and (self.differential is None or not self.differential.unexplained)
+                and (self.dispatch is None or not self.dispatch.mismatches))
 
     @property
     def stage_reached(self) -> str:
@@ -167,6 +171,14 @@ class Pipeline:
         self.options = options if options is not None else Options()
         self.differential, self.verify_image = differential, verify_image
         self._ee: JitEE | None = None
+        self._oracle: TypeOracle | None = None
+
+    @property
+    def oracle(self) -> TypeOracle:
+        """Catch class tests for the dispatch check, from this assembly's type hierarchy."""
+        if self._oracle is None:
+            self._oracle = TypeOracle(self.ee)
+        return self._oracle
 
     @property
     def ee(self) -> JitEE:
@@ -228,6 +240,9 @@ class Pipeline:
             if self.differential:
                 run.differential = llvm_differential(run.model, run.recovered, run.coff, run.image.funclet_code)
                 clock.lap("differential")
+            if self.profile.duplicate_clauses:      # CoreCLR's dispatch; NativeAOT's reads SAMETRY instead
+                run.dispatch = check_ours(run, self.oracle)
+            clock.lap("dispatch")
         except LlilcEhError as e:
             run.error = e.for_method(run.name)
         return run

@@ -1258,6 +1258,24 @@ class JitEE:
             return GenericInstType(named, tuple(GenericVar(i, False) for i in range(count)))
         return named
 
+    def class_ancestry(self, token: int) -> tuple[str, ...]:
+        """`[assembly]Ns.Name` of the class a TypeDef/TypeRef token of the compiled assembly
+        names, then of each base class down to System.Object (a generic base by its
+        definition): what a catch clause's class test asks -- is the thrown class this one or
+        derived from it (check.dispatch). ReaderError when a type does not resolve."""
+        out: list[str] = []
+        module, rid = self._resolve(self._main, token)
+        for _ in range(_MAX_FORWARDS * 8):
+            out.append(f"[{module.name}]{self._full_name(module, rid)}")
+            base = self._extends(module, rid)
+            if base >> 24 == TokenKind.TYPE_SPEC:
+                sig = _strip(module.names.type_spec(base))
+                base = sig.generic.token if isinstance(sig, GenericInstType) else 0
+            if not base:
+                break
+            module, rid = self._resolve(module, base)
+        return tuple(out)
+
     def type_def(self, name: str) -> int:
         """The TypeDef token of `Ns.Name` or `Ns.Outer/Inner` in the compiled assembly."""
         outer = 0
