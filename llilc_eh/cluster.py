@@ -299,7 +299,7 @@ def _connect(address: str, allowed_failures: int | None):
                                dashboard_address=None, silence_logs=logging.ERROR)
         return Client(cluster), cluster
     try:
-        return Client(where, timeout="20s"), None
+        return Client(where, timeout="10s"), None
     except (OSError, TimeoutError, ValueError) as exc:
         raise LlilcEhError(f"--cluster {address}: cannot reach a Dask scheduler there ({exc})",
                            kind="bad-input") from None
