@@ -1,6 +1,7 @@
 """linux-x64 code on the real runtime: C# programs of this folder run on CoreCLR 3.1.23 with
 their methods with EH compiled by llilc-eh (`llilc-eh run`, none declined) at O0 and O2 and
-print byte for byte what they print under RyuJIT alone.
+print byte for byte what they print under RyuJIT alone, with continuation selectors and with
+cloned finallys.
 
 * sysv_structs.cs -- SysV struct passing (reader/abi.py): structs cross between our code and
   RyuJIT's both ways (8/16-byte INTEGER, two doubles, int+float, three floats, 24 bytes by
@@ -48,12 +49,14 @@ def programs(tmp_path_factory) -> dict[str, tuple[Path, str]]:
     return built
 
 
+@pytest.mark.parametrize("clone_finally", (False, True), ids=("selectors", "clone-finally"))
 @pytest.mark.parametrize("opt", (0, 2))
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
-def test_prints_what_ryujit_prints(programs, name, opt):
+def test_prints_what_ryujit_prints(programs, name, opt, clone_finally):
     ensure_built()
     exe, expected = programs[name]
-    outcome = run(exe, [], opt=opt, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    outcome = run(exe, [], opt=opt, clone_finally=clone_finally, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                  timeout=300)
     compiled = {m["method"] for m in outcome.report.get("compiled", [])}
     declined = outcome.report.get("declined", [])
     assert declined == [], declined
