@@ -284,6 +284,20 @@ class _Progress:
             sys.stderr.write("\n")
 
 
+def _ignore_sigint_plugin():
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class IgnoreSigint(WorkerPlugin):
+        """A local worker ignores SIGINT (see `_connect`)."""
+
+        def setup(self, worker):
+            import threading
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    return IgnoreSigint()
+
+
 def _connect(address: str, allowed_failures: int | None):
     """A Client of the scheduler at `address`, or of a LocalCluster of N worker processes
     (one thread each: the pipeline is CPU-bound Python plus its LLVM child); the returned
@@ -295,9 +309,19 @@ def _connect(address: str, allowed_failures: int | None):
     if allowed_failures is not None:
         dask.config.set({"distributed.scheduler.allowed-failures": allowed_failures})
     if kind == "local":
-        cluster = LocalCluster(n_workers=where, threads_per_worker=1, processes=True,
-                               dashboard_address=None, silence_logs=logging.ERROR)
-        return Client(cluster), cluster
+        # Ctrl-C at a terminal reaches the whole process group: the local workers leave
+        # stopping to us (as `batch._worker_init` does), or each prints its own traceback.
+        # Ignored while they are spawned (the disposition is inherited), and by a plugin in
+        # every worker started later (a killed worker's replacement).
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            cluster = LocalCluster(n_workers=where, threads_per_worker=1, processes=True,
+                                   dashboard_address=None, silence_logs=logging.ERROR)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        client = Client(cluster)
+        client.register_plugin(_ignore_sigint_plugin(), name="llilc-eh-ignore-sigint")
+        return client, cluster
     try:
         return Client(where, timeout="10s"), None
     except (OSError, TimeoutError, ValueError) as exc:
@@ -339,7 +363,13 @@ def run(files: list[str], jobs: int = 1, progress: bool = True, finished: dict |
             outstanding[future.key] = (future, part, key)
             queue.add(future)
 
-        for p in sorted(parts, key=lambda p: -p.weight):       # largest first
+        # Largest file first (keeps every worker busy to the end), its native part first (one
+        # task for CoreLib's R2R tables), its chunks in order: files then finish one by one,
+        # which an interrupted run's summary (finished files only) can show.
+        size = Counter()
+        for p in parts:
+            size[p.path] += p.weight
+        for p in sorted(parts, key=lambda p: (-size[p.path], p.path, not p.native, p.index)):
             submit(p, (p.index,))
         for future in queue:
             _, part, key = outstanding.pop(future.key)

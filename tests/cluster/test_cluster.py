@@ -197,3 +197,25 @@ def test_sent_bytes_are_checked(tmp_path, monkeypatch):
     path.write_bytes(data[:-1])                      # a damaged cached copy is noticed too
     with pytest.raises(cluster.LlilcEhError, match="cached copy"):
         cluster._materialise(SAMPLE, sha, data)
+
+
+@pytest.mark.parametrize("how", ["SIGINT-group", "SIGTERM"])
+def test_interrupted_run(how):
+    """Ctrl-C at a terminal (SIGINT to the whole process group: the local workers too) or
+    SIGTERM to llilc-eh, once a file has finished: 130 / 143, the summary of the finished
+    files, no traceback from us or from a Dask worker."""
+    files = [str(FRAMEWORK / f"{n}.dll") for n in ("System.Collections", "System.Console",
+                                                      "System.Security.Claims", "System.Threading.Channels")]
+    p = subprocess.Popen([str(LLILC_EH), "validate", *files, "--translate", "--cluster", "local:2", "--chunk", "4"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    first = p.stderr.readline()                     # "[1/4] NAME (k/K EH methods)": a file finished
+    assert first.startswith("[1/4] "), first
+    if how == "SIGINT-group":
+        os.killpg(p.pid, signal.SIGINT)
+    else:
+        os.kill(p.pid, signal.SIGTERM)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == (130 if how == "SIGINT-group" else 143), err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    finished = int(out.split("interrupted: ")[1].split(" of 4")[0])
+    assert 1 <= finished < 4
