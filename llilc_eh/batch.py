@@ -253,7 +253,7 @@ def _recorder(asm: Assembly, report: FileReport, opt: int, profile: str, clone_f
 def dispatch_counts(check) -> Counter:
     """One method's dispatch check as summary counts (`unchecked: REASON` per reason)."""
     c = Counter(methods=1, call_sites=len(check.sites), scenarios=check.scenarios,
-                mismatches=len(check.mismatches))
+                mismatches=len(check.mismatches), explained=len(check.mismatches) - len(check.unexplained))
     c.update({f"unchecked: {k}": v for k, v in check.unchecked.items()})
     return c
 
@@ -264,13 +264,19 @@ def dispatch_line(ours: list[Counter], ryujit: list[Counter]) -> str:
     def part(counters: list[Counter]) -> str:
         c = sum(counters, Counter())
         text = (f"{c['methods']} methods, {c['call_sites']} call sites, {c['scenarios']} scenarios, "
-                f"{c['mismatches']} mismatches")
+                f"{c['mismatches']} mismatches" + (f" ({c['explained']} explained)" if c["explained"] else ""))
         rest = sorted((k.split(": ", 1)[1], v) for k, v in c.items() if k.startswith("unchecked: "))
+        judged = [(k.split(": ", 1)[1], v) for k, v in rest if k.startswith("of them: ")]
+        rest = [(k, v) for k, v in rest if not k.startswith("of them: ")]
+        if judged:
+            text += " (call sites judged at another IL offset: " + ", ".join(f"{v} {k}" for k, v in judged) + ")"
         return text + (" (not checked: " + ", ".join(f"{v} {k}" for k, v in rest) + ")" if rest else "")
-    line = "dispatch: ours " + part(ours)
+    parts = []
+    if ours:
+        parts.append("ours " + part(ours))
     if any(ryujit):
-        line += "; RyuJIT's " + part(ryujit)
-    return line
+        parts.append("RyuJIT's (ReadyToRun debug info) " + part(ryujit))
+    return "dispatch: " + ("; ".join(parts) or "nothing checked")
 
 
 def run_failures(run) -> list[dict]:
@@ -309,6 +315,7 @@ def _validate_native(asm: Assembly, report: FileReport) -> NativeReport | None:
         return None
     native = NativeReport(bodies=len(bodies), runtime_functions=len(image.runtime_functions))
     cache: dict = {}
+    dispatch_state: dict = {}
     for rf in image.runtime_functions:
         if rf.unwind_rva not in cache:
             try:
@@ -339,7 +346,35 @@ def _validate_native(asm: Assembly, report: FileReport) -> NativeReport | None:
         if checked.comparison is not None:
             native.comparison[checked.comparison.classification()] += 1
             native.comparison_details.update(checked.comparison.counts())
+            try:
+                dispatch = _ryujit_dispatch(asm, image, m, checked, dispatch_state)
+            except Exception as exc:  # noqa: BLE001 - a bug of ours or a damaged image: this body's record
+                report.failures.append(_failure(exc, where))
+                continue
+            if dispatch is not None:
+                native.dispatch.update(dispatch_counts(dispatch))
+                for mm in dispatch.unexplained:
+                    native.findings.append({"body": where, "rule": "dispatch-mismatch", "clauses": [],
+                                            "severity": "error", "message": str(mm)})
     return native
+
+
+def _ryujit_dispatch(asm: Assembly, image: ReadyToRunImage, m, checked, state: dict):
+    """check.dispatch on one RyuJIT body, its IL offsets from the image's DEBUG_INFO (None
+    when the IL does not analyse cleanly: the IL checks report that)."""
+    from .assembly.r2r.debuginfo import DebugInfo
+    from .check.dispatch import TypeOracle, check_ryujit
+    from .il.method import analyze
+    from .reader.jitee import JitEE
+    if "debug" not in state:
+        state["debug"] = DebugInfo(image)
+        state["oracle"] = TypeOracle(JitEE(asm))
+    rid = m.tokens[0] & 0xFFFFFF
+    il = analyze(asm.body(rid))
+    if il.errors:
+        return None
+    return check_ryujit(asm, m, state["debug"].bounds(m.main.index), il, checked.comparison, state["oracle"],
+                        synchronized=asm.is_synchronized(rid))
 
 
 def expand_inputs(inputs: list[str]) -> list[str]:
@@ -515,6 +550,8 @@ def summary(reports: list[FileReport], wall: float | None = None, *, interrupted
         lines.append("  IL vs native, bodies: " + ", ".join(f"{k} {v}" for k, v in n.comparison.most_common()))
         lines.append("  IL vs native, clauses: " + ", ".join(f"{k} {v}" for k, v in
                                                                sorted(n.comparison_details.items())))
+        if n.dispatch:
+            lines.append("  " + dispatch_line([], [n.dispatch]))
     translated = [r for r in reports if r.translated is not None]
     if translated:
         lines += _translate_summary(translated)

@@ -40,6 +40,7 @@ catch of a base class catches a derived exception.
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -274,6 +275,7 @@ class SiteCheck:
     callsite: int | None             # our call-site id (the reader's marker); None for RyuJIT
     pc: int                          # the return address, method-relative
     results: tuple[ScenarioResult, ...]
+    explanation: str | None = None   # why a mismatch here is no defect of the table (RyuJIT's bounds)
 
     @property
     def equal(self) -> bool:
@@ -294,10 +296,12 @@ class Mismatch:
     scenario: Scenario
     native: tuple[Event, ...]
     il: tuple[Event, ...]
+    explanation: str | None = None
 
     def __str__(self) -> str:
         return (f"{self.method} IL_{self.il_offset:04x} at {self.pc:#06x} ({self.scenario}): "
-                f"CLR [{', '.join(map(str, self.native))}] vs IL [{', '.join(map(str, self.il))}]")
+                f"CLR [{', '.join(map(str, self.native))}] vs IL [{', '.join(map(str, self.il))}]"
+                + (f" -- explained: {self.explanation}" if self.explanation else ""))
 
 
 @dataclass(frozen=True)
@@ -314,12 +318,17 @@ class DispatchCheck:
 
     @property
     def mismatches(self) -> list[Mismatch]:
-        return [Mismatch(self.method, s.il_offset, s.pc, r.scenario, r.native, r.il)
+        return [Mismatch(self.method, s.il_offset, s.pc, r.scenario, r.native, r.il, s.explanation)
                 for s in self.sites for r in s.results if not r.equal]
+
+    @property
+    def unexplained(self) -> list[Mismatch]:
+        return [m for m in self.mismatches if m.explanation is None]
 
     def summary(self) -> dict:
         return {"call_sites": len(self.sites), "scenarios": self.scenarios,
-                "mismatches": len(self.mismatches), "unchecked": dict(sorted(self.unchecked.items()))}
+                "mismatches": len(self.mismatches), "unexplained": len(self.unexplained),
+                "unchecked": dict(sorted(self.unchecked.items()))}
 
     def __str__(self) -> str:
         lines = [f"dispatch of {self.method}: {len(self.sites)} call sites, {self.scenarios} scenarios, "
@@ -334,12 +343,14 @@ class DispatchCheck:
                 if not r.equal:
                     lines.append(f"      {r.scenario}: CLR [{', '.join(map(str, r.native))}] "
                                  f"IL [{', '.join(map(str, r.il))}]")
+            if s.explanation and not s.equal:
+                lines.append(f"      explained: {s.explanation}")
         return "\n".join(lines)
 
     def to_json(self) -> dict:
         return {**self.summary(), "sites": [
             {"il_offset": s.il_offset, "callsite": s.callsite, "return_address": s.pc,
-             "equal": s.equal,
+             "equal": s.equal, "explanation": s.explanation,
              "scenarios": [{"scenario": str(r.scenario), "clr": [str(e) for e in r.native],
                             "il": [str(e) for e in r.il], "equal": r.equal} for r in s.results]}
             for s in self.sites]}
@@ -356,7 +367,7 @@ def check_sites(method: str, tree: RegionTree, clauses: Sequence[NativeClause],
     unchecked = Counter() if unchecked is None else unchecked
     filter_of = (filter_of if filter_of is not None else il_of).get
     out = []
-    for il_offset, callsite, pc in sites:
+    for il_offset, callsite, pc, *why in sites:
         if in_filter(tree, il_offset):
             unchecked["in a filter (swallowed)"] += 1
             continue
@@ -365,7 +376,7 @@ def check_sites(method: str, tree: RegionTree, clauses: Sequence[NativeClause],
             native = clr_dispatch(clauses, pc, sc, oracle, filter_of)
             il = il_dispatch(tree, il_offset, sc, oracle, synchronized=synchronized, dropped=dropped)
             results.append(ScenarioResult(sc, map_events(native.events, il_of), il.events))
-        out.append(SiteCheck(il_offset, callsite, pc, tuple(results)))
+        out.append(SiteCheck(il_offset, callsite, pc, tuple(results), why[0] if why else None))
     return DispatchCheck(method, tuple(out), dict(unchecked))
 
 
@@ -448,3 +459,197 @@ def check_ours(run, oracle: TypeOracle) -> DispatchCheck | None:
     il_of = our_clause_map(clauses, run.image, model)
     return check_sites(run.name, tree, clauses, sites, il_of, oracle, unchecked=unchecked, dropped=dropped,
                        filter_of=our_clause_map(clauses, run.image, model, filters=True))
+
+
+# --------------------------------------------------------------------------------------------
+# RyuJIT's tables: ReadyToRun bodies, call sites from capstone, IL offsets from DEBUG_INFO
+
+
+def r2r_calls(asm, m) -> list[tuple[int, int]]:
+    """(call start, return address) of every call instruction of a ReadyToRun body, method-
+    relative; each RUNTIME_FUNCTION range decoded on its own (no desync across padding)."""
+    import capstone
+    md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+    md.skipdata = True
+    out = []
+    base = m.main.begin_rva
+    for rf in m.runtime_functions:
+        start = asm.rva_to_offset(rf.begin_rva)
+        if start is None:
+            continue
+        code = bytes(asm.data[start:start + rf.size])
+        for addr, size, mnemonic, ops in md.disasm_lite(code, rf.begin_rva - base):
+            if mnemonic == "call":
+                target = int(ops, 16) if ops.startswith("0x") else None
+                out.append((addr, addr + size, target))
+    return out
+
+
+def statement_candidates(il_method, il_offset: int, statement_starts: Sequence[int]) -> list[int]:
+    """The IL offsets a call RyuJIT's bounds put at `il_offset` may have come from, that
+    offset first. RyuJIT's bounds have statement granularity -- one entry where the IL stack
+    is empty, and at O2 not even at every such point -- so a call lies somewhere in
+    [il_offset, the next IL offset the bounds name); when that range crosses a region
+    boundary, the first instruction of each region in it is a candidate. A finally cloned
+    onto the normal path is attributed to the statement whose `leave` runs it: an exception
+    from that code is, in IL terms, thrown inside the finally, so each finally such a leave
+    exits (innermost first) is a candidate too. `statement_starts`: sorted."""
+    tree = il_method.regions
+    i = bisect.bisect_right(statement_starts, il_offset)
+    end = statement_starts[i] if i < len(statement_starts) else il_method.body.code_size
+    out = [il_offset]
+    regions = {tree.innermost(il_offset).index}
+    for ins in il_method.instructions:
+        if not il_offset <= ins.offset < end:
+            continue
+        r = tree.innermost(ins.offset).index
+        if r not in regions:
+            regions.add(r)
+            out.append(ins.offset)
+        if ins.op.name not in ("leave", "leave.s"):
+            continue
+        target = ins.operand if isinstance(ins.operand, int) else None
+        for t in enclosing_tries(tree, ins.offset):
+            if target is not None and t.start <= target < t.end:
+                break
+            for h in t.handlers:
+                c = tree.clauses[tree.regions[h].clauses[0]]
+                if c.kind is ClauseKind.FINALLY and c.handler_start not in out:
+                    out.append(c.handler_start)
+    return out
+
+
+def ryujit_clause_maps(il_method, native, comparison, bounds, *, synchronized: bool = False
+                       ) -> tuple[dict, dict, frozenset]:
+    """Native clause -> IL clause for RyuJIT's table, by where its handler's code comes from:
+    the IL offsets the debug info bounds give inside [HandlerStart, HandlerEnd), each in the
+    innermost IL handler of the clause's kind (a finally turned into a fault stays a
+    cleanup); a filter clause's filter code likewise from its FilterOffset. Cloned-finally
+    markers stand for no clause (they cover nothing); the synchronized method's fault that no
+    IL handler's code explains is MONITOR. Where the bounds name no IL offset in a handler
+    (common: a catch funclet is prolog, NO_MAPPING and epilog), check.compare's alignment
+    decides (it aligns in order and can pair an empty finally RyuJIT removed with the next
+    one's fault: the bounds do not), for a duplicate that of its primary. Also the IL finallys RyuJIT removed as empty
+    (their running is unobservable): IL cleanups no native clause stands for, as long as
+    there are no more of them than check.compare counts removed."""
+    from .compare import REMOVED
+    tree = il_method.regions
+    clauses = native.clauses
+    entries = bounds.entries if bounds is not None else ()
+    aligned = dict((i, k) for k, i in comparison.matches)
+
+    def from_code(start: int, end: int, kinds) -> int | None:
+        for e in entries:
+            if start <= e.native_offset < end and e.il_offset >= 0:
+                r = tree.innermost(e.il_offset)
+                while r is not None and not (r.kind in kinds):
+                    r = tree.regions[r.parent] if r.parent is not None else None
+                if r is not None:
+                    return r.clauses[0]
+        return None
+
+    handler_kinds = {"catch": (RegionKind.CATCH,), "filter": (RegionKind.FILTER_HANDLER,),
+                     "finally": (RegionKind.FINALLY, RegionKind.FAULT), "fault": (RegionKind.FINALLY, RegionKind.FAULT)}
+    il_of: dict[int, int | str | None] = {}
+    filter_of: dict[int, int | str | None] = {}
+    for i, c in enumerate(clauses):
+        if c.is_cloned_finally:
+            il_of[i] = None
+            continue
+        k = from_code(c.handler_start, c.handler_end, handler_kinds[c.kind])
+        if k is None:
+            k = aligned.get(i)
+        if k is None and c.is_duplicate:
+            k = next((aligned.get(j) for j, p in enumerate(clauses) if not p.is_duplicate
+                      and (p.handler_start, p.handler_end) == (c.handler_start, c.handler_end)), None)
+        if k is None and synchronized and c.kind == "fault" and not c.is_duplicate:
+            k = MONITOR
+        il_of[i] = k
+        if c.filter_start is not None:
+            f = from_code(c.filter_start, c.handler_start, (RegionKind.FILTER,))
+            filter_of[i] = f if f is not None else k
+    mapped = {k for k in il_of.values() if isinstance(k, int)}
+    unmapped = [k for k, c in enumerate(il_method.body.clauses)
+                if k not in mapped and c.kind in (ClauseKind.FINALLY, ClauseKind.FAULT)]
+    removed = sum(1 for fate in comparison.il_fates if fate == REMOVED)
+    dropped = frozenset(unmapped) if len(unmapped) <= removed else frozenset()
+    return il_of, filter_of, dropped
+
+
+_TIERS = ("of them: calls whose statement spans regions or leaves finallys",
+          "of them: calls in finally code cloned onto the normal path")
+MISPLACED = "the debug info misplaces the call: IL_{:04x} ({}) dispatches alike"
+
+
+def _best_candidate(il_method, il: int, statements, ret: int, clauses, il_of, filter_of, oracle,
+                    synchronized: bool, dropped, unchecked: Counter) -> tuple[int, str | None]:
+    """The IL offset to judge a RyuJIT call at: the bounds' own if it dispatches alike, else
+    the first candidate that does, by tier -- (1) the statement's other regions and the
+    finallys its leaves run (`statement_candidates`); (2) the finallys of the tries around
+    it, whose code RyuJIT clones onto the normal path. Each tier used is counted. Otherwise
+    the bounds' offset stays and the call is a mismatch -- *explained* (the second value)
+    when some other region of the method dispatches alike: the bounds are sparse in
+    optimized code (STACK_EMPTY entries only) and code that loop cloning or tail duplication
+    moved keeps the last entry before it; unexplained when no IL point dispatches so."""
+    tree = il_method.regions
+
+    def alike(k: int) -> bool:
+        return not check_sites("", tree, clauses, [(k, None, ret)], il_of, oracle, synchronized=synchronized,
+                               dropped=dropped, filter_of=filter_of).mismatches
+
+    if alike(il):
+        return il, None
+    finallys = [tree.clauses[tree.regions[h].clauses[0]].handler_start
+                for t in enclosing_tries(tree, il) for h in t.handlers
+                if tree.clauses[tree.regions[h].clauses[0]].kind is ClauseKind.FINALLY]
+    tiers = (statement_candidates(il_method, il, statements)[1:], finallys)
+    for why, candidates in zip(_TIERS, tiers):
+        for k in candidates:
+            if alike(k):
+                unchecked[why] += 1
+                return k, None
+    for r in tree.regions:
+        if r.kind is not RegionKind.ROOT and alike(r.start) or r.kind is RegionKind.ROOT and alike(0):
+            return il, MISPLACED.format(r.start, r.label)
+    return il, None
+
+
+
+def check_ryujit(asm, m, bounds, il_method, comparison, oracle: TypeOracle, *,
+                 synchronized: bool = False) -> DispatchCheck:
+    """The dispatch check of one RyuJIT ReadyToRun body (`m`, an R2RMethod) against its IL
+    (`il_method`, analysed): every call instruction, its IL offset from the body's debug
+    info bounds (`bounds`, None: the image keeps none for it). Counted, not checked: calls
+    in code the bounds map to no IL offset (prolog, epilog, NO_MAPPING: cloned finallys,
+    throw-helper blocks), calls at an IL offset that is no instruction of the body's IL."""
+    unchecked: Counter = Counter()
+    calls = r2r_calls(asm, m)
+    sites = []
+    starts = {i.offset for i in il_method.instructions}
+    tree = il_method.regions
+    funclets = [(f.begin_rva - m.main.begin_rva, f.end_rva - m.main.begin_rva) for f in m.funclets]
+    statements = sorted({e.il_offset for e in bounds.entries if e.il_offset >= 0}) if bounds is not None else []
+    il_of, filter_of, dropped = ryujit_clause_maps(il_method, m.native, comparison, bounds,
+                                                   synchronized=synchronized)
+    for start, ret, target in calls:
+        il = bounds.il_offset_at(start) if bounds is not None else None
+        if target is not None and any(b <= target < e for b, e in funclets):
+            # RyuJIT's call-finally: the finally funclet runs in its own frame, whose
+            # duplicate clauses dispatch what it throws; the call's return address is no
+            # throw point of this frame
+            unchecked["calls of the body's own finally funclets (call-finally)"] += 1
+        elif il is None:
+            unchecked["calls without an IL offset in the debug info"] += 1
+        elif il not in starts:
+            unchecked["calls at an IL offset that starts no instruction"] += 1
+        else:
+            il, why = _best_candidate(il_method, il, statements, ret, m.native.clauses, il_of, filter_of, oracle,
+                                      synchronized, dropped, unchecked)
+            sites.append((il, None, ret, why))
+    empty = tries_without_sites(tree, [s[0] for s in sites])
+    if empty:
+        unchecked["tries without a call site"] = empty
+    if dropped:
+        unchecked["empty finallys RyuJIT removed (not expected to run)"] = len(dropped)
+    return check_sites(il_method.name, tree, m.native.clauses, sites, il_of, oracle,
+                       synchronized=synchronized, dropped=dropped, unchecked=unchecked, filter_of=filter_of)
