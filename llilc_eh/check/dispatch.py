@@ -283,8 +283,9 @@ class SiteCheck:
 
     @property
     def covering(self) -> tuple[str, ...]:
-        """What the CLR visits in the scenario that reaches furthest (the unnamed class)."""
-        r = self.results[-1] if self.results else None
+        """What the CLR visits in the scenario that reaches furthest: the unnamed class, every
+        filter declining (every test and filter on the chain, every cleanup)."""
+        r = next((r for r in self.results if r.scenario == Scenario(None)), None)
         return tuple(str(e) for e in r.native) if r else ()
 
 

@@ -184,6 +184,7 @@ def _checks(view: MethodView) -> dict:
             "quirks": {k: v for k, v in d.quirks.items() if v},
             "differences": [{"reason": x.reason, "explained": x.explained, "detail": x.detail,
                              "ours": list(x.ours), "llvm": list(x.llvm)} for x in d.differences]},
+        "dispatch": None if getattr(run, "dispatch", None) is None else run.dispatch.to_json(),
     }
 
 

@@ -8,7 +8,7 @@
     === clauses ===   the CORINFO_EH_CLAUSE table decoded, each clause naming its ranges,
                       then the encoded bytes (one clause a line, one dword a field)
     === unwind ===    the UNWIND_INFO of every range, decoded and in hex
-    === checks ===    validator, image verify, funclet model verify, LLVM differential
+    === checks ===    validator, image verify, funclet model verify, LLVM differential, dispatch
     === error ===     (a run that stopped) stage, kind, method, offset, reason
     === timings ===   per stage (the only part that differs from run to run)
 
@@ -325,6 +325,8 @@ def checks(view: MethodView) -> str:
                      + str(run.differential).replace("\n  ", "\n  "))
     else:
         lines.append("LLVM differential: not run")
+    # per call site: IL offset, call-site id, return address, what the CLR visits, equal or not
+    lines.append(str(run.dispatch) if getattr(run, "dispatch", None) is not None else "dispatch: not run")
     if run.clauses is not None:
         from ..clauses.generate import decode_clauses
         back = decode_clauses(run.clause_bytes) == run.clauses.clauses
