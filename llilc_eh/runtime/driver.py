@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -66,8 +67,12 @@ def program_assembly_name(program: Path) -> str:
     return program.stem
 
 
-def environment(config_path: Path, events: Path, selection_by_name: bool) -> dict[str, str]:
+def environment(config_path: Path, events: Path, selection_by_name: bool, all_eh: bool = False) -> dict[str, str]:
     env = dict(os.environ)
+    if all_eh:
+        # the framework's precompiled (ReadyToRun) bodies are not used: the runtime JIT-compiles
+        # CoreLib and the rest, and every one of their methods with EH is offered to us
+        env["COMPlus_ReadyToRun"] = "0"
     env.update({
         "COMPlus_AltJit": "*",
         "COMPlus_AltJitName": ALTJIT_NAME,
@@ -107,18 +112,45 @@ def build_report(events: list[dict], config: RunConfig, exit_code: int) -> dict:
                  for e in events if e.get("event") == "startup-failed"]
     jitee = [{"method": e.get("method"), **a} for e in events if e.get("event") == "jitee" for a in e["answers"]]
     report = {"program": config.program, "assembly": config.assembly, "exit_code": exit_code,
-            "selection": config.methods or ["every method with EH of " + config.assembly],
+            "selection": config.methods or ["every method with EH" + ("" if config.all_eh else " of " + config.assembly)],
             "opt": config.opt, "clone_finally": config.clone_finally,
             "gc": "conservative", "tiered_compilation": False,
-            "compiled": compiled, "declined": declined}
+            "compiled": compiled, "declined": declined, "all_eh": config.all_eh}
     offered = [e["methods"] for e in events if e.get("event") == "offered"]
     # methods the runtime JIT-compiled (ReadyToRun code is not compiled, not counted): ours, and
     # RyuJIT's = the rest; unknown (None) when the program died before the runtime's exit
     report["jitted"] = offered[-1] if offered else None
+    report["requested"] = len(compiled) + len(declined)     # selected methods the runtime asked for
+    report["declined_by_reason"] = declined_by_reason(declined)
+    report["jit_ms_total"] = round(sum(m.get("jit_ms") or 0 for m in compiled), 3)
     report["jitted_by_ryujit"] = offered[-1] - len(compiled) if offered else None
     if config.compare_jitee:
         report["jitee"] = jitee
     return report
+
+
+_DETAILS = [(re.compile(r"0x[0-9A-Fa-f]+"), "0x…"), (re.compile(r"'[^']*'"), "'…'"),
+            (re.compile(r"IL_[0-9A-Fa-f]{4}"), "IL_…"), (re.compile(r"\b\d+\b"), "N")]
+
+
+def reason_class(reason: str) -> str:
+    """A decline reason without what names one method (tokens, symbols, offsets, numbers): the
+    key the summary aggregates by. A pipeline refusal is its `[stage/kind]`."""
+    m = re.match(r"\[[^\]]+\]", reason)
+    if m:
+        return m.group(0)
+    for pattern, repl in _DETAILS:
+        reason = pattern.sub(repl, reason)
+    return reason.split(":")[0] if reason.startswith("internal error") else reason
+
+
+def declined_by_reason(declined: list[dict]) -> list[dict]:
+    """[{"reason", "count", "methods"}] by reason class, most frequent first (then by name)."""
+    groups: dict[str, list[str]] = {}
+    for d in declined:
+        groups.setdefault(reason_class(d["reason"] or ""), []).append(d["method"] or "?")
+    return [{"reason": r, "count": len(ms), "methods": sorted(ms)}
+            for r, ms in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
 
 
 def summary(report: dict) -> str:
@@ -127,13 +159,20 @@ def summary(report: dict) -> str:
              f"O{report['opt']}{', clone-finally' if report['clone_finally'] else ''}; "
              "GC conservative (COMPlus_gcConservative=1); tiered compilation off; "
              f"program exit code {report['exit_code']}"]
+    if report.get("all_eh"):
+        share = f" ({100 * len(c) / report['requested']:.1f}%)" if report["requested"] else ""
+        lines.append(f"  --all-eh (ReadyToRun off): {report['requested']} method(s) with EH requested by the runtime, "
+                     f"{len(c)} compiled by llilc-eh{share}, {len(d)} declined; llilc-eh JIT time "
+                     f"{report['jit_ms_total'] / 1000:.1f} s")
+        for g in report["declined_by_reason"]:
+            lines.append(f"    {g['count']:5d}  declined: {g['reason']}")
     if report.get("jitted") is not None:
         lines.append(f"  the runtime JIT-compiled {report['jitted']} method(s): {len(c)} by llilc-eh, "
                      f"{report['jitted_by_ryujit']} by RyuJIT (ReadyToRun code not counted)")
-    for m in c:
+    for m in ([] if report.get("all_eh") else c):
         lines.append(f"  compiled  {m['method']}  {m['code_bytes']} bytes, {m['clauses']} clause(s), "
                      f"{m['funclets']} funclet(s), {m['jit_ms']:.1f} ms")
-    for m in d:
+    for m in ([] if report.get("all_eh") else d):     # --all-eh: by reason above; each in --report
         lines.append(f"  declined  {m['method']}: {m['reason']}")
     if "jitee" in report:
         differ = [a for a in report["jitee"] if not a["agree"]]
@@ -145,6 +184,7 @@ def summary(report: dict) -> str:
 
 def run(program: str | os.PathLike, args: list[str], *, methods: list[str] = (), opt: int = 2,
         clone_finally: bool = False, damage: str | None = None, compare_jitee: bool = False,
+        all_eh: bool = False, limit: int | None = None, only: list[str] = (),
         stdout=None, stderr=None,
         timeout: float | None = None) -> RunOutcome:
     """Run the program (stdout/stderr: inherited unless given, as for subprocess.Popen; a
@@ -169,11 +209,12 @@ def run(program: str | os.PathLike, args: list[str], *, methods: list[str] = (),
         config = RunConfig(program=str(program), assembly=program_assembly_name(program),
                            search_dirs=[str(program.parent), str(corpus.framework_dir)],
                            events=str(events), methods=list(methods), opt=opt,
-                           clone_finally=clone_finally, damage=damage, compare_jitee=compare_jitee)
+                           clone_finally=clone_finally, damage=damage, compare_jitee=compare_jitee,
+                           all_eh=all_eh, limit=limit, only=list(only))
         config_path = Path(tmp) / "config.json"
         config.dump(config_path)
         proc = subprocess.Popen([str(dotnet), str(program), *args], stdout=stdout, stderr=stderr,
-                                env=environment(config_path, events, bool(methods)))
+                                env=environment(config_path, events, bool(methods), all_eh))
         try:
             out, err = proc.communicate(timeout=timeout)
             code = proc.returncode
@@ -195,8 +236,15 @@ def run(program: str | os.PathLike, args: list[str], *, methods: list[str] = (),
 
 def main(args) -> int:
     """The `run` subcommand (args from cli.py's parser)."""
+    only = []
+    if args.only:
+        try:
+            only = [ln.strip() for ln in Path(args.only).read_text().splitlines() if ln.strip()]
+        except OSError as e:
+            raise RunError(f"--only {args.only}: {e.strerror}", kind="bad-only") from None
     outcome = run(args.program, args.args, methods=args.methods or [], opt=args.opt,
-                  clone_finally=args.clone_finally, compare_jitee=args.compare_jitee)
+                  clone_finally=args.clone_finally, compare_jitee=args.compare_jitee,
+                  all_eh=args.all_eh, limit=args.limit, only=only)
     sys.stdout.flush()
     print(summary(outcome.report), file=sys.stderr)
     if args.report:
@@ -231,6 +279,14 @@ def add_parser(sub) -> None:
     p.add_argument("--opt", type=int, choices=(0, 1, 2, 3), default=2, help="LLVM optimisation level (default 2)")
     p.add_argument("--clone-finally", action="store_true",
                    help="give every leave its own normal-path copy of each finally (default: continuation selectors)")
+    p.add_argument("--all-eh", action="store_true",
+                   help="ReadyToRun off (COMPlus_ReadyToRun=0): every method with EH the runtime JIT-compiles, "
+                        "CoreLib and the framework included, is compiled by llilc-eh; the summary counts requested, "
+                        "compiled and declined by reason")
+    p.add_argument("--limit", type=int, metavar="N",
+                   help="bisection: compile only the first N selected methods, decline the rest (named as such)")
+    p.add_argument("--only", metavar="FILE",
+                   help="bisection: compile only the selected methods named in FILE (one Ns.Type::Name a line)")
     p.add_argument("--report", metavar="FILE", help="write the summary as JSON to FILE")
     p.add_argument("--require-all", action="store_true",
                    help="exit 2 if any selected method was declined (else the program's exit code)")

@@ -63,6 +63,9 @@ class RunConfig:
     clone_finally: bool = False
     damage: str | None = None          # a negative control (see install.DAMAGES), tests only
     compare_jitee: bool = False        # ask the runtime what the metadata JIT-EE answered (compare.py)
+    all_eh: bool = False               # --all-eh: every method with EH of any assembly (R2R off)
+    limit: int | None = None           # bisection: compile only the first N selected methods
+    only: list[str] = field(default_factory=list)   # bisection: compile only these names (exact)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> RunConfig:
@@ -147,7 +150,7 @@ class Service:
         method the selection names is declined with its reason, never skipped in silence."""
         assembly = jit.assembly_name(jit.module_assembly(jit.method_module(info.ftn)))
         globs = self.config.methods
-        if not globs and (assembly != self.config.assembly or info.EHcount == 0):
+        if not globs and (info.EHcount == 0 or (assembly != self.config.assembly and not self.config.all_eh)):
             raise NotSelected
         if flags == CORJIT_FLAG_CALL_GETJITFLAGS:
             flags = jit.jit_flags()
@@ -159,6 +162,7 @@ class Service:
         name = self.assembly(path).method(token & 0xFFFFFF).name if path is not None else runtime_name
         if globs and not any(fnmatch.fnmatchcase(name, g) or fnmatch.fnmatchcase(runtime_name, g) for g in globs):
             raise NotSelected
+        self._bisection(name)
         if il_stub:
             raise Declined("IL stub (no IL of its own in a file)", name)
         if not has_token:
@@ -173,6 +177,17 @@ class Service:
         if attribs & CORINFO_FLG_SHAREDINST:
             raise Declined("code shared between generic instantiations", name)
         return name, assembly, token
+
+    def _bisection(self, name: str) -> None:
+        """The bisection knobs (--limit N, --only NAME): a selected method past the first N, or
+        not named, is declined as such -- still reported, so a bisected run says what it left out.
+        They exist to find which compiled method breaks a run (a crash far from its cause)."""
+        if self.config.only and name not in self.config.only:
+            raise Declined("left out by --only (bisection)", name)
+        if self.config.limit is not None:
+            self._selected = getattr(self, "_selected", 0) + 1
+            if self._selected > self.config.limit:
+                raise Declined(f"left out by --limit {self.config.limit} (bisection)", name)
 
     # -- resources shared across methods ----------------------------------------------------
 
