@@ -131,8 +131,9 @@ def _methods(asm: Assembly, args) -> list:
     if args.index is not None and not (args.token or args.method):
         raise LlilcEhError("--index picks an overload of the --method named")
     query = args.token or args.method
-    if query:
-        return [asm.find_method(query, index=args.index)]
+    if query:                               # partial names, C#-like signatures, "did you mean"
+        from .view.methods import find_method
+        return [find_method(asm, query, index=args.index)]
     return [asm.method(rid) for rid in asm.methods_with_il() if asm.body(rid).has_eh]
 
 
@@ -424,8 +425,12 @@ def cmd_validate(args) -> int:
 def cmd_diff(args) -> int:
     """`llilc-eh diff A B`: what changed between two record files; the changes are the output,
     so a run that compared is clean (0) whatever it found, an unreadable file unusable (1)."""
-    from .view.records import diff_records, load_records
-    a, b = load_records(args.a), load_records(args.b)
+    from .view.records import diff_records, load_records, versus_ryujit
+    a = load_records(args.a)
+    if args.b is None:                      # one file: ours beside RyuJIT in it
+        print(versus_ryujit(a, name=Path(args.a).name), end="")
+        return EXIT_CLEAN
+    b = load_records(args.b)
     print(diff_records(a, b, name_a=Path(args.a).name, name_b=Path(args.b).name, limit=None if args.all else 50),
           end="")
     return EXIT_CLEAN
@@ -438,6 +443,22 @@ def _list_failures(reports: list[batch.FileReport]) -> None:
             where = ", ".join(x for x in (f["method"], batch.offset_text(f) if f["offset"] is not None else None)
                               if x)
             print(f"{Path(r.path).name}: [{f['stage']}:{f['kind']}] " + (f"{where}: " if where else "") + f["reason"])
+
+
+def cmd_list(args) -> int:
+    """`llilc-eh list ASSEMBLY`: every method with EH, one line each with its full signature and
+    shape, narrowed by the shape filters."""
+    from .view.methods import list_methods, shape_filter
+
+    asm = Assembly(args.assembly)
+    keep = shape_filter(args)
+    shapes = [s for s in list_methods(asm) if keep(s)]
+    if args.json:
+        print(json.dumps(json_document("list", args.assembly, [s.as_dict() for s in shapes]), indent=1))
+    else:
+        for s in shapes:
+            print(s.line())
+    return EXIT_CLEAN
 
 
 def _add_run_parser(sub) -> None:
@@ -484,6 +505,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ours beside RyuJIT (the assembly's ReadyToRun code): counts, code size, funclets, each IL "
                         "clause's fate on both sides, both clause tables with each clause's role, both disassemblies")
     p.set_defaults(func=cmd_translate)
+    p = sub.add_parser("list", help="the methods with EH of an assembly, one line each, filtered by shape")
+    p.add_argument("assembly")
+    p.add_argument("--filter", action="store_true", help="with a filter clause")
+    p.add_argument("--fault", action="store_true", help="with a fault clause")
+    p.add_argument("--finally", dest="finally_", action="store_true", help="with a finally clause")
+    p.add_argument("--catch", action="store_true", help="with a typed catch clause")
+    p.add_argument("--mutual-protect", action="store_true", help="with a try that has several handlers")
+    p.add_argument("--try-in-handler", action="store_true", help="with a try inside a handler")
+    p.add_argument("--min-depth", type=int, default=0, metavar="N", help="tries nested at least N deep")
+    p.add_argument("--min-clauses", type=int, default=0, metavar="N", help="at least N EH clauses")
+    p.add_argument("--name", metavar="SUBSTR", help="whose signature contains SUBSTR (any case)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_list)
     p = sub.add_parser("r2r", help="RyuJIT's native clauses, funclets and unwind info beside the IL's")
     _add_method_args(p)
     p.set_defaults(func=cmd_r2r)
@@ -520,9 +554,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--clone-finally", action="store_true",
                    help="--translate with a normal-path finally copy per leave (default: continuation selectors)")
     p.set_defaults(func=cmd_validate)
-    p = sub.add_parser("diff", help="two --per-method record files compared, per method and in aggregate")
+    p = sub.add_parser("diff", help="two --per-method record files compared, per method and in aggregate; "
+                       "one file: ours beside RyuJIT in it")
     p.add_argument("a", metavar="A.jsonl")
-    p.add_argument("b", metavar="B.jsonl")
+    p.add_argument("b", metavar="B.jsonl", nargs="?", help="(none: our tables beside RyuJIT's in A)")
     p.add_argument("--all", action="store_true", help="every changed method (default: the first 50)")
     p.set_defaults(func=cmd_diff)
     _add_run_parser(sub)

@@ -164,7 +164,8 @@ def diff_records(a: dict, b: dict, *, name_a: str = "A", name_b: str = "B", limi
     opts = ({json.dumps(r.get("options"), sort_keys=True) for r in a.values()},
             {json.dumps(r.get("options"), sort_keys=True) for r in b.values()})
     lines.append(f"options: {name_a} {' '.join(sorted(opts[0]))}; {name_b} {' '.join(sorted(opts[1]))}")
-    lines += ["", f"{'aggregate (methods in both)':<30} {name_a:>12} {name_b:>12} {'change':>10} {'methods changed':>16}"]
+    lines += [f"A = {name_a}, B = {name_b}", "",
+              f"{'aggregate (methods in both)':<30} {'A':>12} {'B':>12} {'change':>10} {'methods changed':>16}"]
     ra, rb = [a[k] for k in both], [b[k] for k in both]
     for label, path in DIFF_FIELDS:
         changed = sum(_get(x, path) != _get(y, path) for x, y in zip(ra, rb))
@@ -188,7 +189,7 @@ def diff_records(a: dict, b: dict, *, name_a: str = "A", name_b: str = "B", limi
                     if _get(x, ("ours", "code_size")) and _get(y, ("ours", "code_size")))
     if ratios:
         q = lambda p: ratios[min(len(ratios) - 1, int(p * len(ratios)))]  # noqa: E731
-        lines.append(f"code size {name_b}/{name_a} per method: min {ratios[0]:.2f}, p10 {q(0.1):.2f}, "
+        lines.append(f"code size B/A per method: min {ratios[0]:.2f}, p10 {q(0.1):.2f}, "
                      f"median {q(0.5):.2f}, p90 {q(0.9):.2f}, max {ratios[-1]:.2f} ({len(ratios)} methods)")
     lines += ["", "per method (fields that changed):"]
     shown = 0
@@ -208,4 +209,66 @@ def diff_records(a: dict, b: dict, *, name_a: str = "A", name_b: str = "B", limi
         if keys:
             lines.append(f"{label}: " + ", ".join(f"{f} {t}" for f, t in keys[:20])
                          + (f" ... ({len(keys)})" if len(keys) > 20 else ""))
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# ours beside RyuJIT, in aggregate
+
+
+def _quantiles(values: list[float], fmt: str = ".2f") -> str:
+    v = sorted(values)
+    q = lambda p: v[min(len(v) - 1, int(p * len(v)))]  # noqa: E731
+    return (f"min {v[0]:{fmt}}, p10 {q(0.1):{fmt}}, median {q(0.5):{fmt}}, p90 {q(0.9):{fmt}}, "
+            f"max {v[-1]:{fmt}}")
+
+
+def versus_ryujit(records: dict, *, name: str = "", top: int = 10) -> str:
+    """`llilc-eh diff A.jsonl` (one file): our tables beside RyuJIT's over the methods that have
+    both -- our run clean and a ReadyToRun body -- in aggregate and per-method distributions."""
+    recs = list(records.values())
+    both = [r for r in recs if r.get("status") == "ok" and r.get("ours") and r.get("ryujit")]
+    lines = [f"ours beside RyuJIT{' in ' + name if name else ''}: {len(recs)} EH methods, {len(both)} with our clean "
+             f"run and a ReadyToRun body ({sum(1 for r in recs if r.get('ryujit'))} with a body, "
+             f"{sum(1 for r in recs if r.get('status') == 'ok')} clean)"]
+    if not both:
+        return "\n".join(lines) + "\n"
+    opts = sorted({json.dumps(r.get("options"), sort_keys=True) for r in both})
+    lines.append("options: " + " ".join(opts))
+    il = sum(r["il"]["clauses"] for r in both if r.get("il"))
+    lines += ["", f"{'':<26} {'IL':>9} {'llilc-eh':>10} {'RyuJIT':>10} {'ours/RyuJIT':>12}"]
+    for label, key in (("clauses", "clauses"), ("primaries", "primaries"), ("duplicates", "duplicates"),
+                       ("split tries (extra runs)", "split"), ("handler copies", "copies"),
+                       ("cloned-finally markers", "cloned_finally"), ("funclets", "funclets"),
+                       ("code size (bytes)", "code_size")):
+        a = sum(r["ours"][key] for r in both)
+        b = sum(r["ryujit"][key] for r in both)
+        ratio = f"{a / b:.2f}" if b else "-"
+        lines.append(f"{label:<26} {il if key == 'clauses' else '':>9} {a:>10} {b:>10} {ratio:>12}")
+    ratios = [r["ours"]["code_size"] / r["ryujit"]["code_size"] for r in both if r["ryujit"]["code_size"]]
+    lines += ["", f"code size ours/RyuJIT per method: {_quantiles(ratios)}"]
+    delta = Counter()
+    for r in both:
+        d = r["ours"]["clauses"] - r["ryujit"]["clauses"]
+        delta["fewer" if d < 0 else "same" if d == 0 else "more"] += 1
+    lines.append(f"clauses per method, ours vs RyuJIT: more {delta['more']}, same {delta['same']}, fewer {delta['fewer']}"
+                 f"; ours - RyuJIT {_quantiles([r['ours']['clauses'] - r['ryujit']['clauses'] for r in both], 'd')}")
+    for side, key in (("llilc-eh", "ours"), ("RyuJIT", "ryujit")):
+        fates = Counter(f for r in both for f in r[key]["il_fates"])
+        roles = Counter(x.split(" ")[0] for r in both for x in r[key]["roles"])
+        lines.append(f"IL clause fates, {side}: " + ", ".join(f"{k} {v}" for k, v in sorted(fates.items()))
+                     + "; native clauses by role: " + ", ".join(f"{k} {v}" for k, v in sorted(roles.items())))
+    for side, key in (("llilc-eh", "ours"), ("RyuJIT", "ryujit")):
+        cls = Counter(r[key]["classification"] for r in both)
+        lines.append(f"methods by classification, {side}: "
+                     + ", ".join(f"{k} {v}" for k, v in cls.most_common(8))
+                     + (f", ... ({len(cls)} classes)" if len(cls) > 8 else ""))
+    lines += ["", f"most clauses more than RyuJIT (top {top}):"]
+    for r in sorted(both, key=lambda r: (r["ryujit"]["clauses"] - r["ours"]["clauses"], r["file"], r["token"]))[:top]:
+        lines.append(f"  {r['ours']['clauses']:>4} vs {r['ryujit']['clauses']:>3}  {r['file']} {r['token']} {r['name']}")
+    lines += ["", f"largest code size ratio (top {top}):"]
+    for r in sorted(both, key=lambda r: (-r["ours"]["code_size"] / max(1, r["ryujit"]["code_size"]), r["file"],
+                                         r["token"]))[:top]:
+        lines.append(f"  {r['ours']['code_size'] / max(1, r['ryujit']['code_size']):>5.2f}  {r['ours']['code_size']:>6} vs "
+                     f"{r['ryujit']['code_size']:>6}  {r['file']} {r['token']} {r['name']}")
     return "\n".join(lines) + "\n"

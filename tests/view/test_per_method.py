@@ -81,3 +81,59 @@ def test_usage(tmp_path, records):
     r = llilc("validate", str(sample_path()), "--per-method", str(tmp_path / "x.jsonl"))
     assert r.returncode == 1 and "needs --translate" in r.stderr
     assert not (tmp_path / "x.jsonl").exists()
+
+
+ZIPFILE = "System.IO.Compression.ZipFile.dll"      # 9 EH methods, each with a ReadyToRun body
+
+
+@pytest.fixture(scope="module")
+def zipfile_records(tmp_path_factory):
+    from llilc_eh.assembly.corpus import Corpus
+    path = Corpus().framework_dir / ZIPFILE
+    out = tmp_path_factory.mktemp("zip") / "zip.jsonl"
+    r = llilc("validate", str(path), "--translate", "-q", "--per-method", str(out))
+    assert r.returncode == 0, r.stderr
+    r2r = llilc("r2r", str(path), "--json")
+    assert r2r.returncode == 0, r2r.stderr
+    bodies = {}
+    for m in json.loads(r2r.stdout)["methods"]:
+        if not m["instantiation"]:
+            bodies[m["tokens"][0]] = m
+    return out, [json.loads(line) for line in out.read_text().splitlines()], bodies
+
+
+def test_ryujit_side_of_a_record_is_the_images_body(zipfile_records):
+    _, rows, bodies = zipfile_records
+    with_body = [r for r in rows if r["ryujit"] is not None]
+    assert len(with_body) == len(rows) == 9
+    for r in with_body:
+        b = bodies[r["token"]]
+        assert r["ryujit"]["clauses"] == len(b["native_clauses"])
+        assert r["ryujit"]["funclets"] == len(b["ranges"]) - 1
+        assert r["ryujit"]["code_size"] == b["ranges"][-1]["end"] - b["ranges"][0]["start"]
+        assert r["ryujit"]["il_fates"] == b["comparison"]["il_fates"]
+
+
+def test_versus_ryujit_adds_up_the_records(zipfile_records):
+    path, rows, _ = zipfile_records
+    r = llilc("diff", str(path))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith(f"ours beside RyuJIT in zip.jsonl: 9 EH methods, ")
+    both = [x for x in rows if x["status"] == "ok" and x["ryujit"]]
+    clauses = next(line for line in lines if line.startswith("clauses "))
+    assert clauses.split()[1:4] == [str(sum(x["il"]["clauses"] for x in both)),
+                                    str(sum(x["ours"]["clauses"] for x in both)),
+                                    str(sum(x["ryujit"]["clauses"] for x in both))]
+    size = next(line for line in lines if line.startswith("code size (bytes)"))
+    assert size.split()[3:5] == [str(sum(x["ours"]["code_size"] for x in both)),
+                                 str(sum(x["ryujit"]["code_size"] for x in both))]
+
+
+def test_cluster_parts_write_the_same_records(records, tmp_path):
+    """A run split into parts on a (local) Dask cluster writes the records of one process."""
+    out = tmp_path / "cluster.jsonl"
+    r = llilc("validate", str(sample_path()), "--translate", "-q", "--cluster", "local:2", "--chunk", "5",
+              "--per-method", str(out))
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes() == records["a"][0].read_bytes()
