@@ -469,6 +469,9 @@ class BlockTranslator:
 
     def unary(self, ins):
         a = self.pop(ins.offset)
+        # III.3.50 neg: an integer or F; III.3.52 not: an integer; never a reference
+        if a.kind not in (("i32", "i64", "nint", "f") if ins.op.name == "neg" else ("i32", "i64", "nint")):
+            raise self.tr.fail(f"{ins.op.name} on {a.kind}", ins.offset, "type-mismatch")
         v = self.v()
         if ins.op.name == "neg":
             self.emit(f"{v} = fneg double {a.op}" if a.kind == "f" else f"{v} = sub {a.ty} 0, {a.op}")
@@ -1127,11 +1130,20 @@ class BlockTranslator:
         self.emit(f"{w} = zext i32 {n} to i64")
         return w
 
+    def array_operands(self, arr, index, offset):
+        """III.4.12 ldlen, III.4.7 ldelem ...: an object reference and an int32 or native int
+        index (else the IR would use an integer as a pointer, which LLVM refuses to parse)."""
+        if arr.kind != "obj" or index is not None and index.kind not in ("i32", "nint"):
+            got = arr.kind if index is None else f"{arr.kind}[{index.kind}]"
+            raise self.tr.fail(f"array access on {got}", offset, "type-mismatch")
+
     def ldlen(self, ins):
         arr = self.pop(ins.offset)
+        self.array_operands(arr, None, ins.offset)
         self.push("nint", self.array_length(arr.op))
 
-    def element_address(self, arr, index, size):
+    def element_address(self, arr, index, size, offset):
+        self.array_operands(arr, index, offset)
         length = self.array_length(arr.op)
         idx = self.as_i64(index)
         oob = self.v("oob")
@@ -1152,9 +1164,9 @@ class BlockTranslator:
         sig, elem = self.element_sig_of(ins, stem)
         size = self.tr.ee.size_and_align(sig)[0] if sig is not None else elem[3]
         if stem == "ldelema":
-            self.push("byref", self.element_address(arr, index, size))
+            self.push("byref", self.element_address(arr, index, size, ins.offset))
             return
-        addr = self.element_address(arr, index, size)
+        addr = self.element_address(arr, index, size, ins.offset)
         if sig is not None:
             self.load_sig(addr, sig)
             return
@@ -1169,7 +1181,7 @@ class BlockTranslator:
         is_ref = (elem is not None and elem[0] == "ptr") or \
             (sig is not None and self.tr.ee.stack_kind(sig) is StackKind.OBJ)
         size = 8 if is_ref else (self.tr.ee.size_and_align(sig)[0] if sig is not None else elem[3])
-        addr = self.element_address(arr, index, size)
+        addr = self.element_address(arr, index, size, ins.offset)
         if is_ref:   # the store type check (ArrayTypeMismatchException) is the helper's
             self.helper("CORINFO_HELP_ARRADDR_ST", [f"ptr {arr.op}", f"i64 {self.as_i64(index)}", f"ptr {value.op}"])
         elif sig is not None:
