@@ -466,9 +466,11 @@ def check_ours(run, oracle: TypeOracle) -> DispatchCheck | None:
 # RyuJIT's tables: ReadyToRun bodies, call sites from capstone, IL offsets from DEBUG_INFO
 
 
-def r2r_calls(asm, m) -> list[tuple[int, int]]:
-    """(call start, return address) of every call instruction of a ReadyToRun body, method-
-    relative; each RUNTIME_FUNCTION range decoded on its own (no desync across padding)."""
+def r2r_calls(asm, m) -> list[tuple[int, int, int | None, int | None]]:
+    """(call start, return address, direct target, cell) of every call instruction of a
+    ReadyToRun body, method-relative (the cell: the address a `call [rip+d]` reads, an import
+    cell; None when the call goes through a register). Each RUNTIME_FUNCTION range is decoded
+    on its own (no desync across padding)."""
     import capstone
     md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
     md.skipdata = True
@@ -480,42 +482,44 @@ def r2r_calls(asm, m) -> list[tuple[int, int]]:
             continue
         code = bytes(asm.data[start:start + rf.size])
         for addr, size, mnemonic, ops in md.disasm_lite(code, rf.begin_rva - base):
-            if mnemonic == "call":
-                target = int(ops, 16) if ops.startswith("0x") else None
-                out.append((addr, addr + size, target))
+            if mnemonic != "call":
+                continue
+            target = cell = None
+            if ops.startswith("0x"):
+                target = int(ops, 16)
+            elif "[rip + 0x" in ops:
+                cell = addr + size + int(ops.split("[rip + ", 1)[1].rstrip("]"), 16)
+            elif "[rip - 0x" in ops:
+                cell = addr + size - int(ops.split("[rip - ", 1)[1].rstrip("]"), 16)
+            out.append((addr, addr + size, target, cell))
     return out
 
 
-def statement_candidates(il_method, il_offset: int, statement_starts: Sequence[int]) -> list[int]:
-    """The IL offsets a call RyuJIT's bounds put at `il_offset` may have come from, that
-    offset first. RyuJIT's bounds have statement granularity -- one entry where the IL stack
-    is empty, and at O2 not even at every such point -- so a call lies somewhere in
-    [il_offset, the next IL offset the bounds name); when that range crosses a region
-    boundary, the first instruction of each region in it is a candidate. A finally cloned
-    onto the normal path is attributed to the statement whose `leave` runs it: an exception
-    from that code is, in IL terms, thrown inside the finally, so each finally such a leave
-    exits (innermost first) is a candidate too. `statement_starts`: sorted."""
+def cloned_finally_candidates(il_method, il_offset: int, statement_starts: Sequence[int], callee,
+                              funclet_callees: Mapping[int, set]) -> list[int]:
+    """The IL finallys a RyuJIT call the bounds put at `il_offset` may be a normal-path copy
+    of (RyuJIT clones finallys and attributes the copy to the statement that leaves, or to
+    the try's first statement): the finallys of the tries around `il_offset` and those a
+    `leave` of its statement exits ([il_offset, the next IL offset the bounds name)), each
+    only when its handler funclet makes a call to the very same callee (`callee`: a direct
+    target or an import cell; `funclet_callees`: IL clause -> the callees of its funclet's
+    calls) -- the structural evidence that this call is a copy of that finally's code.
+    Innermost first."""
+    if callee is None:
+        return []
     tree = il_method.regions
     i = bisect.bisect_right(statement_starts, il_offset)
     end = statement_starts[i] if i < len(statement_starts) else il_method.body.code_size
-    out = [il_offset]
-    regions = {tree.innermost(il_offset).index}
-    for ins in il_method.instructions:
-        if not il_offset <= ins.offset < end:
-            continue
-        r = tree.innermost(ins.offset).index
-        if r not in regions:
-            regions.add(r)
-            out.append(ins.offset)
-        if ins.op.name not in ("leave", "leave.s"):
-            continue
-        target = ins.operand if isinstance(ins.operand, int) else None
-        for t in enclosing_tries(tree, ins.offset):
-            if target is not None and t.start <= target < t.end:
-                break
+    points = [il_offset] + [ins.offset for ins in il_method.instructions
+                            if il_offset <= ins.offset < end and ins.op.name in ("leave", "leave.s")]
+    out: list[int] = []
+    for at in points:
+        for t in enclosing_tries(tree, at):
             for h in t.handlers:
-                c = tree.clauses[tree.regions[h].clauses[0]]
-                if c.kind is ClauseKind.FINALLY and c.handler_start not in out:
+                k = tree.regions[h].clauses[0]
+                c = tree.clauses[k]
+                if c.kind is ClauseKind.FINALLY and callee in funclet_callees.get(k, ()) \
+                        and c.handler_start not in out:
                     out.append(c.handler_start)
     return out
 
@@ -577,21 +581,21 @@ def ryujit_clause_maps(il_method, native, comparison, bounds, *, synchronized: b
     return il_of, filter_of, dropped
 
 
-_TIERS = ("of them: calls whose statement spans regions or leaves finallys",
-          "of them: calls in finally code cloned onto the normal path")
+CLONED = "of them: calls in a finally's normal-path copy (same callee as its funclet)"
 MISPLACED = "the debug info misplaces the call: IL_{:04x} ({}) dispatches alike"
 
 
-def _best_candidate(il_method, il: int, statements, ret: int, clauses, il_of, filter_of, oracle,
-                    synchronized: bool, dropped, unchecked: Counter) -> tuple[int, str | None]:
-    """The IL offset to judge a RyuJIT call at: the bounds' own if it dispatches alike, else
-    the first candidate that does, by tier -- (1) the statement's other regions and the
-    finallys its leaves run (`statement_candidates`); (2) the finallys of the tries around
-    it, whose code RyuJIT clones onto the normal path. Each tier used is counted. Otherwise
-    the bounds' offset stays and the call is a mismatch -- *explained* (the second value)
-    when some other region of the method dispatches alike: the bounds are sparse in
-    optimized code (STACK_EMPTY entries only) and code that loop cloning or tail duplication
-    moved keeps the last entry before it; unexplained when no IL point dispatches so."""
+def _judge(il_method, il: int, statements, ret: int, callee, funclet_callees, clauses, il_of, filter_of,
+           oracle, synchronized: bool, dropped, unchecked: Counter, same_code=None) -> tuple[int, str | None]:
+    """The IL offset to judge a RyuJIT call at, and an explanation should it still differ.
+    The bounds' own offset if it dispatches alike; else a finally this call is a normal-path
+    copy of (`cloned_finally_candidates`: structural evidence only; `same_code(k)`: the
+    finally's try lies in the code range -- main body or funclet -- holding the call, where
+    its normal-path copy must be), counted. Otherwise the
+    bounds' offset stays and the call is a mismatch -- *explained* when some region of the
+    method dispatches alike (the bounds are sparse in optimized code, STACK_EMPTY entries
+    only, and code that loop cloning or tail duplication moved keeps the last entry before
+    it), unexplained when no IL point dispatches so."""
     tree = il_method.regions
 
     def alike(k: int) -> bool:
@@ -600,39 +604,49 @@ def _best_candidate(il_method, il: int, statements, ret: int, clauses, il_of, fi
 
     if alike(il):
         return il, None
-    finallys = [tree.clauses[tree.regions[h].clauses[0]].handler_start
-                for t in enclosing_tries(tree, il) for h in t.handlers
-                if tree.clauses[tree.regions[h].clauses[0]].kind is ClauseKind.FINALLY]
-    tiers = (statement_candidates(il_method, il, statements)[1:], finallys)
-    for why, candidates in zip(_TIERS, tiers):
-        for k in candidates:
-            if alike(k):
-                unchecked[why] += 1
-                return k, None
+    for k in cloned_finally_candidates(il_method, il, statements, callee, funclet_callees):
+        if same_code is not None and not same_code(k):
+            continue
+        if alike(k):
+            unchecked[CLONED] += 1
+            return k, None
     for r in tree.regions:
-        if r.kind is not RegionKind.ROOT and alike(r.start) or r.kind is RegionKind.ROOT and alike(0):
+        if alike(r.start if r.kind is not RegionKind.ROOT else 0):
             return il, MISPLACED.format(r.start, r.label)
     return il, None
-
 
 
 def check_ryujit(asm, m, bounds, il_method, comparison, oracle: TypeOracle, *,
                  synchronized: bool = False) -> DispatchCheck:
     """The dispatch check of one RyuJIT ReadyToRun body (`m`, an R2RMethod) against its IL
     (`il_method`, analysed): every call instruction, its IL offset from the body's debug
-    info bounds (`bounds`, None: the image keeps none for it). Counted, not checked: calls
-    in code the bounds map to no IL offset (prolog, epilog, NO_MAPPING: cloned finallys,
-    throw-helper blocks), calls at an IL offset that is no instruction of the body's IL."""
+    info bounds (`bounds`, None: the image keeps none for it), judged by `_judge`. Counted,
+    not checked: calls in code the bounds map to no IL offset (prolog, epilog, NO_MAPPING:
+    cloned finallys, throw-helper blocks), calls at an IL offset that starts no instruction,
+    RyuJIT's call-finally calls of its own finally funclets."""
     unchecked: Counter = Counter()
     calls = r2r_calls(asm, m)
     sites = []
     starts = {i.offset for i in il_method.instructions}
     tree = il_method.regions
-    funclets = [(f.begin_rva - m.main.begin_rva, f.end_rva - m.main.begin_rva) for f in m.funclets]
+    base = m.main.begin_rva
+    funclets = [(f.begin_rva - base, f.end_rva - base) for f in m.funclets]
+    code_ranges = [(0, m.main.end_rva - base)] + funclets
+
+    def range_of(offset: int) -> int | None:
+        return next((i for i, (b, e) in enumerate(code_ranges) if b <= offset < e), None)
+
     statements = sorted({e.il_offset for e in bounds.entries if e.il_offset >= 0}) if bounds is not None else []
     il_of, filter_of, dropped = ryujit_clause_maps(il_method, m.native, comparison, bounds,
                                                    synchronized=synchronized)
-    for start, ret, target in calls:
+    funclet_callees: dict[int, set] = {}
+    for i, c in enumerate(m.native.clauses):
+        k = il_of.get(i)
+        if isinstance(k, int) and c.kind in ("finally", "fault") and not c.is_duplicate:
+            funclet_callees.setdefault(k, set()).update(
+                t if t is not None else cell for s0, _, t, cell in calls
+                if c.handler_start <= s0 < c.handler_end and (t is not None or cell is not None))
+    for start, ret, target, cell in calls:
         il = bounds.il_offset_at(start) if bounds is not None else None
         if target is not None and any(b <= target < e for b, e in funclets):
             # RyuJIT's call-finally: the finally funclet runs in its own frame, whose
@@ -644,8 +658,16 @@ def check_ryujit(asm, m, bounds, il_method, comparison, oracle: TypeOracle, *,
         elif il not in starts:
             unchecked["calls at an IL offset that starts no instruction"] += 1
         else:
-            il, why = _best_candidate(il_method, il, statements, ret, m.native.clauses, il_of, filter_of, oracle,
-                                      synchronized, dropped, unchecked)
+            holder = range_of(start)
+
+            def same_code(handler_start: int) -> bool:
+                k = next((c.index for c in il_method.body.clauses if c.handler_start == handler_start), None)
+                return any(range_of(c.try_start) == holder for i, c in enumerate(m.native.clauses)
+                           if il_of.get(i) == k and not c.is_duplicate and not c.is_cloned_finally)
+
+            il, why = _judge(il_method, il, statements, ret, target if target is not None else cell,
+                             funclet_callees, m.native.clauses, il_of, filter_of, oracle, synchronized,
+                             dropped, unchecked, same_code)
             sites.append((il, None, ret, why))
     empty = tries_without_sites(tree, [s[0] for s in sites])
     if empty:
