@@ -69,7 +69,9 @@ from __future__ import annotations
 
 import re
 
-from ..assembly.signatures import CallKind, ElementType, PrimitiveType
+from ..assembly.names import TokenKind
+from ..assembly.signatures import ArrayType, CallKind, ElementType, PrimitiveType
+from ..errors import LlilcEhError
 from ..il.opcodes import OPCODES, Flow, OperandKind
 from .externals import External
 from .helpers import IMPLICIT_CHECKS
@@ -765,7 +767,15 @@ class BlockTranslator:
         name = ins.op.name
         args = [self.pop(ins.offset) for _ in info.params][::-1]
         this = None
-        if name == "newobj":
+        ret_sig = info.return_type
+        var_size = name == "newobj" and self.is_string_class(info)
+        if var_size:
+            # CoreCLR (CORINFO_FLG_VAROBJSIZE, importer.cpp): a string is not allocated before its
+            # constructor runs; the constructor -- its entry point is String's managed Ctor -- is
+            # called with a null `this` and returns the new string. Allocated with NEWSFAST and
+            # passed as `this`, it crashed AppContext.Setup, CoreLib's first method with R2R off.
+            this, ret_sig = SV("obj", "null"), PrimitiveType(ElementType.STRING)
+        elif name == "newobj":
             this = self.new_object(info, ins)
         elif info.has_this:
             this = self.pop(ins.offset)
@@ -789,7 +799,7 @@ class BlockTranslator:
             callee = self.helper("CORINFO_HELP_VIRTUAL_FUNC_PTR", [f"ptr {this.op}", f"ptr {owner}", f"ptr {handle}"])
         cookie = self.global_(tr.ee.varargs_cookie(ins.operand), kind="vasig-cookie", token=ins.operand) \
             if info.vararg else None
-        result = self.emit_call(callee, this, args, info.params, info.return_type, direct=not virtual,
+        result = self.emit_call(callee, this, args, info.params, ret_sig, direct=not virtual,
                                 cookie=cookie, external=(info.symbol, "newobj" if name == "newobj" else "direct",
                                                          ins.operand, info.display))
         if copy_back is not None:    # the struct's value, as the call left it in the box, back in place
@@ -797,10 +807,23 @@ class BlockTranslator:
             sig = tr.ee.token_type(token)
             self.store_heap(original.op, SV("vt", self.gep(box, OBJECT_HEADER_SIZE), sig), sig, lambda: self.global_(
                 tr.ee.class_handle(token), kind="class", token=token))
-        if name == "newobj":
+        if name == "newobj" and not var_size:
             self.stack.append(this if this.kind != "byref" else SV("vt", this.op, this.sig))
         elif result is not None:
             self.stack.append(result)
+
+    def is_string_class(self, info) -> bool:
+        """Whether a constructor's class is the core library's System.String (or Utf8String): the
+        variable-size classes that are not arrays (CoreCLR's CORINFO_FLG_VAROBJSIZE)."""
+        if info.owner_is_value_type or info.owner_token is None or info.owner_token >> 24 not in (
+                TokenKind.TYPE_DEF, TokenKind.TYPE_REF) or not info.owner.endswith(("System.String", "System.Utf8String")):
+            return False
+        try:
+            own = self.tr.ee.class_ancestry(info.owner_token)[0]
+        except LlilcEhError:
+            return False
+        return own in ("[System.Private.CoreLib]System.String", "[System.Private.CoreLib]System.Utf8String",
+                       "[mscorlib]System.String")
 
     def constrained_this(self, token, this) -> SV:
         """`constrained. T callvirt M` with `this` a managed pointer (ECMA-335 III.2.1): a
@@ -1001,6 +1024,12 @@ class BlockTranslator:
             tmp = self.temp(f"[{size} x i8]", max(align, 1))
             self.memset(tmp, size)
             return SV("byref", tmp, owner)
+        if tr.target.data_cells and isinstance(owner, ArrayType):
+            # CoreCLR allocates a multi-dimensional array with CORINFO_HELP_NEW_MDARR_NONVARARG (the
+            # array's TypeHandle, the dimensions as int32s in memory); its `.ctor` is no method the
+            # code may call (the runtime threw InvalidProgramException from Int32[,]::.ctor)
+            raise tr.fail(f"{tr.target}: newobj of a multi-dimensional array ({info.display}) is not "
+                          "generated (CORINFO_HELP_NEW_MDARR_NONVARARG)", ins.offset, "md-array-new")
         cls = self.global_(tr.ee.class_handle(info.owner_token), kind="class", token=info.owner_token)
         obj = self.helper("CORINFO_HELP_NEWSFAST", [f"ptr {cls}"])
         return SV("obj", obj, owner)

@@ -102,7 +102,8 @@ def read_events(path: Path) -> list[dict]:
 
 
 def build_report(events: list[dict], config: RunConfig, exit_code: int) -> dict:
-    compiled = [{k: e.get(k) for k in ("method", "token", "code_bytes", "clauses", "funclets", "jit_ms", "opt")}
+    compiled = [{k: e.get(k) for k in ("method", "token", "code_bytes", "clauses", "funclets", "jit_ms", "opt",
+                                       "jitee", "return_kind", "psp_slot", "frame_register", "gc_info")}
                 for e in events if e.get("event") == "compiled"]
     declined = [{"method": e.get("method"), "reason": e.get("reason"),
                  **({"traceback": e["traceback"]} if e.get("traceback") else {})}
@@ -113,7 +114,7 @@ def build_report(events: list[dict], config: RunConfig, exit_code: int) -> dict:
     jitee = [{"method": e.get("method"), **a} for e in events if e.get("event") == "jitee" for a in e["answers"]]
     report = {"program": config.program, "assembly": config.assembly, "exit_code": exit_code,
             "selection": config.methods or ["every method with EH" + ("" if config.all_eh else " of " + config.assembly)],
-            "opt": config.opt, "clone_finally": config.clone_finally,
+            "opt": config.opt, "clone_finally": config.clone_finally, "jitee_impl": config.jitee,
             "gc": "conservative", "tiered_compilation": False,
             "compiled": compiled, "declined": declined, "all_eh": config.all_eh}
     offered = [e["methods"] for e in events if e.get("event") == "offered"]
@@ -139,6 +140,8 @@ def reason_class(reason: str) -> str:
     m = re.match(r"\[[^\]]+\]", reason)
     if m:
         return m.group(0)
+    reason = re.sub(r"^calls .*?, a JIT intrinsic", "calls …, a JIT intrinsic", reason)
+    reason = re.sub(r"^resolving \S+:", "resolving …:", reason)
     for pattern, repl in _DETAILS:
         reason = pattern.sub(repl, reason)
     return reason.split(":")[0] if reason.startswith("internal error") else reason
@@ -176,7 +179,12 @@ def summary(report: dict) -> str:
         lines.append(f"  declined  {m['method']}: {m['reason']}")
     if "jitee" in report:
         differ = [a for a in report["jitee"] if not a["agree"]]
-        lines.append(f"  JIT-EE: {len(report['jitee'])} metadata answer(s) asked of the runtime, {len(differ)} differ")
+        lines.append(f"  JIT-EE: {len(report['jitee'])} metadata answer(s) asked of the runtime, {len(differ)} differ"
+                     f" (reader's questions answered by the {report.get('jitee_impl', 'runtime')})")
+        counts: dict[str, int] = {}
+        for a in report["jitee"]:
+            counts[a["question"]] = counts.get(a["question"], 0) + 1
+        lines.append("    " + ", ".join(f"{q} {n}" for q, n in sorted(counts.items())))
         lines.extend(f"    differs  {a['method']}: {a['question']} {a['token']}: metadata {a['metadata']}, "
                      f"runtime {a['runtime']}" for a in differ)
     return "\n".join(lines)
@@ -184,7 +192,7 @@ def summary(report: dict) -> str:
 
 def run(program: str | os.PathLike, args: list[str], *, methods: list[str] = (), opt: int = 2,
         clone_finally: bool = False, damage: str | None = None, compare_jitee: bool = False,
-        all_eh: bool = False, limit: int | None = None, only: list[str] = (),
+        jitee: str = "runtime", all_eh: bool = False, limit: int | None = None, only: list[str] = (),
         stdout=None, stderr=None,
         timeout: float | None = None) -> RunOutcome:
     """Run the program (stdout/stderr: inherited unless given, as for subprocess.Popen; a
@@ -209,7 +217,7 @@ def run(program: str | os.PathLike, args: list[str], *, methods: list[str] = (),
         config = RunConfig(program=str(program), assembly=program_assembly_name(program),
                            search_dirs=[str(program.parent), str(corpus.framework_dir)],
                            events=str(events), methods=list(methods), opt=opt,
-                           clone_finally=clone_finally, damage=damage, compare_jitee=compare_jitee,
+                           clone_finally=clone_finally, damage=damage, compare_jitee=compare_jitee, jitee=jitee,
                            all_eh=all_eh, limit=limit, only=list(only))
         config_path = Path(tmp) / "config.json"
         config.dump(config_path)
@@ -243,7 +251,7 @@ def main(args) -> int:
         except OSError as e:
             raise RunError(f"--only {args.only}: {e.strerror}", kind="bad-only") from None
     outcome = run(args.program, args.args, methods=args.methods or [], opt=args.opt,
-                  clone_finally=args.clone_finally, compare_jitee=args.compare_jitee,
+                  clone_finally=args.clone_finally, compare_jitee=args.compare_jitee, jitee=args.jitee,
                   all_eh=args.all_eh, limit=args.limit, only=only)
     sys.stdout.flush()
     print(summary(outcome.report), file=sys.stderr)
@@ -293,6 +301,10 @@ def add_parser(sub) -> None:
     p.add_argument("--compare-jitee", action="store_true",
                    help="also ask the runtime the questions the metadata JIT-EE answered for each compiled method "
                         "(field offsets, value classes, class sizes) and report any difference")
+    p.add_argument("--jitee", choices=("runtime", "metadata"), default="runtime",
+                   help="who answers the reader's layout questions (field offsets, sizes, value classes, GC "
+                        "layouts, SysV classification, method flags): the runtime through ICorJitInfo (default) "
+                        "or metadata alone, as `translate` does")
     p.add_argument("program", help="the program (.exe)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="the program's arguments")
     p.set_defaults(func=command)
