@@ -163,8 +163,11 @@ class Pipeline:
     def __init__(self, asm: Assembly, pool: CodegenPool | None, *, opt: int = 2,
                  profile: Profile | str = DEFAULT_PROFILE, options: Options | None = None,
                  differential: bool = True, verify_image: bool = True,
-                 references: Sequence[str] = (), framework: str | None = None):
+                 references: Sequence[str] = (), framework: str | None = None, jitee=None):
+        """`jitee(metadata JitEE) -> the JIT-EE the reader asks` chooses the implementation
+        (llilc_eh.ee.protocol); None: the metadata one itself."""
         self.asm, self.pool, self.opt = asm, pool, opt
+        self._jitee = jitee
         self.references = tuple(references)     # `--reference` folders, for the JIT-EE
         self.framework = framework              # None: the JIT-EE chooses (JitEE.framework)
         self.profile = Profile(profile)
@@ -184,6 +187,8 @@ class Pipeline:
     def ee(self) -> JitEE:
         if self._ee is None:
             self._ee = JitEE(self.asm, references=self.references, framework=self.framework)
+            if self._jitee is not None:
+                self._ee = self._jitee(self._ee)
         return self._ee
 
     # -- the halves ---------------------------------------------------------------------------

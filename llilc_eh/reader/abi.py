@@ -117,7 +117,13 @@ def _leaves(ee, rt, base: int, depth: int = 0):
 def eightbytes(ee, sig: TypeSig) -> tuple[str, ...] | str | None:
     """The LLVM type of each eightbyte of a value type of at most 16 bytes, by the SysV
     classification; MEMORY for a SIMD type (or a struct holding one), which CoreCLR passes in
-    memory; None when it is larger or cannot be classified."""
+    memory; None when it is larger or cannot be classified. Asked of the JIT-EE interface
+    (`sysv_eightbytes`): the runtime-backed one asks CoreCLR (llilc_eh.ee.protocol)."""
+    return ee.sysv_eightbytes(sig)
+
+
+def classify_eightbytes(ee, sig: TypeSig) -> tuple[str, ...] | str | None:
+    """`eightbytes` from the metadata JIT-EE's layouts (JitEE.sysv_eightbytes)."""
     size = ee.type_info(sig).size
     if not 0 < size <= 16:
         return None
@@ -147,7 +153,12 @@ def eightbytes(ee, sig: TypeSig) -> tuple[str, ...] | str | None:
 
 def reference_offsets(ee, sig: TypeSig) -> tuple[int, ...] | None:
     """Offsets of the object references inside a value type (for per-field write barriers);
-    None when its layout cannot be walked."""
+    None when its layout cannot be walked. Asked of the JIT-EE interface."""
+    return ee.reference_offsets(sig)
+
+
+def walk_reference_offsets(ee, sig: TypeSig) -> tuple[int, ...] | None:
+    """`reference_offsets` from the metadata JIT-EE's layouts (JitEE.reference_offsets)."""
     leaves = _leaves(ee, ee._rt(ee._main, sig), 0)
     return None if leaves is None else tuple(o for o, _, w in leaves if w == "ref")
 
@@ -201,5 +212,5 @@ def plan_params(ee, entries: list) -> list[Passing | None]:
     return out
 
 
-__all__ = ["MEMORY", "INTEGER_REGISTERS", "SSE_REGISTERS", "Passing", "eightbytes", "plan_params", "plan_return",
-           "reference_offsets"]
+__all__ = ["MEMORY", "INTEGER_REGISTERS", "SSE_REGISTERS", "Passing", "classify_eightbytes", "eightbytes",
+           "plan_params", "plan_return", "reference_offsets", "walk_reference_offsets"]

@@ -148,6 +148,7 @@ from llilc_eh.assembly.signatures import (
     ArrayType, ByRefType, CallKind, ElementType, FieldSig, FnPtrType, GenericInstType, GenericVar,
     MethodSig, ModifiedType, NamedType, PinnedType, PointerType, PrimitiveType, SzArrayType, TypeSig,
 )
+from llilc_eh.ee.protocol import JitEEInterface
 from llilc_eh.errors import AssemblyError, LlilcEhError, ReaderError
 
 __all__ = [
@@ -680,8 +681,9 @@ def _subst(sig: TypeSig, targs: tuple, margs: tuple) -> TypeSig:
 
 # ------------------------------------------------------------------------------ the JIT-EE
 
-class JitEE:
-    """Answers a JIT's questions about one compiled assembly (see the module docstring)."""
+class JitEE(JitEEInterface):
+    """Answers a JIT's questions about one compiled assembly (see the module docstring): the
+    metadata implementation of `llilc_eh.ee.protocol.JitEEInterface`."""
 
     def __init__(self, asm: Assembly, search_path: Iterable[str | Path] | None = None,
                  references: Iterable[str | Path] = (), framework: str | None = None):
@@ -1232,6 +1234,16 @@ class JitEE:
         layout = self._named_layout(rt)
         fields = _layout_fields(layout, 0 if rt.value_type else OBJECT_HEADER_SIZE)
         return TypeLayout(text, layout.kind, layout.size, layout.align, layout.gc, fields)
+
+    def sysv_eightbytes(self, sig: TypeSig) -> tuple[str, ...] | str | None:
+        """The SysV classification of a small value type from these layouts (reader.abi)."""
+        from .abi import classify_eightbytes
+        return classify_eightbytes(self, sig)
+
+    def reference_offsets(self, sig: TypeSig) -> tuple[int, ...] | None:
+        """Offsets of the object references inside a value type, from these layouts (reader.abi)."""
+        from .abi import walk_reference_offsets
+        return walk_reference_offsets(self, sig)
 
     def token_type(self, token: int) -> TypeSig:
         """A TypeDef/TypeRef/TypeSpec operand as a type: `class X` or `valuetype X` (resolving a

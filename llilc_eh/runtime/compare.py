@@ -1,22 +1,27 @@
 """The metadata JIT-EE's answers beside the runtime's, for one compiled method.
 
-The reader lays out types and fields from metadata (`reader/jitee.py`, CoreCLR 3.1's layout
-rules re-implemented); inside the runtime the same questions can be asked of ICorJitInfo.
-Where both answer, they must agree -- a disagreement means code that reads the wrong bytes.
-This is the first half of issue 13 item 3 (one protocol, two implementations): the
-comparison, over every method `run --compare-jitee` compiles; the reader still takes the
-metadata's answers.
+The metadata JIT-EE (`reader/jitee.py`) lays out types and fields with CoreCLR 3.1's layout
+rules re-implemented; inside the runtime the same questions are asked of ICorJitInfo
+(`runtime/ee.py`, one protocol, two implementations: llilc_eh.ee.protocol). Where both
+answer, they must agree -- a disagreement means code that reads the wrong bytes, in whichever
+place still takes the metadata's answer (`translate`, `validate`).
 
-Questions, per token the method's IL names:
-  field offset   ldfld / ldflda / stfld of an instance field: `FieldInfo.offset` vs
-                 getFieldOffset (both from the object reference for a class's field)
-  value class    the type of box / unbox / unbox.any / initobj / ldobj / stobj / sizeof /
-                 cpobj / mkrefany / newarr / castclass / isinst / ldelem(a) / stelem tokens
-                 (TypeDef / TypeRef): metadata's stack kind not an object reference vs
-                 isValueClass
-  class size     the same tokens when a value type: `TypeLayout.size` vs getClassSize
-Generic instantiations and fields whose offset metadata could not compute are skipped (the
-reader then asks for the offset through a cell anyway).
+Two sources of questions, both in the report (`"source"`):
+  reader   (`run --jitee runtime`, the default) every layout question the reader asked while
+           translating the method, each answered by both implementations -- the runtime's
+           answer is the one the reader used (ee.RuntimeJitEE's log): field offsets, value
+           class or not, class sizes, alignments (types with a layout of their own), GC
+           references held, GC layouts (reference offsets), SysV classifications, method
+           attributes (static / virtual / abstract);
+  il       per token the method's IL names, asked here of metadata and of the runtime:
+    field offset   ldfld / ldflda / stfld of an instance field: `FieldInfo.offset` vs
+                   getFieldOffset (both from the object reference for a class's field)
+    value class    the type of box / unbox / unbox.any / initobj / ldobj / stobj / sizeof /
+                   cpobj / mkrefany / newarr / castclass / isinst / ldelem(a) / stelem tokens
+                   (TypeDef / TypeRef): metadata's stack kind not an object reference vs
+                   isValueClass
+    class size     the same tokens when a value type: `TypeLayout.size` vs getClassSize
+  (generic instantiations and fields whose offset metadata could not compute are skipped).
 """
 
 from __future__ import annotations
@@ -35,11 +40,20 @@ def compare_answers(jit: JitInfo, info, run, ee, damage: str | None = None) -> l
     from ..reader.jitee import StackKind
     shift = 8 if damage == "jitee-field-offset" else 0
     out: list[dict] = []
+    asked = getattr(ee, "asked", None)
+    if asked is not None:                  # the runtime-backed JIT-EE: what the reader asked
+        for a in asked():
+            a = {**a, "source": "reader"}
+            if shift and a["question"] == "field offset" and isinstance(a["metadata"], int):
+                a["metadata"] += shift
+                a["agree"] = a["metadata"] == a["runtime"]
+            out.append(a)
+        ee = ee.metadata                   # the IL scan below compares metadata with the runtime
     seen: set[tuple[str, int]] = set()
 
     def answer(question: str, token: int, metadata, runtime) -> None:
         out.append({"question": question, "token": f"0x{token:08X}", "metadata": metadata, "runtime": runtime,
-                    "agree": metadata == runtime})
+                    "agree": metadata == runtime, "source": "il"})
 
     for ins in run.il.instructions:
         name, token = ins.op.name, ins.operand

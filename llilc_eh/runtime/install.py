@@ -39,6 +39,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..backend.coff import RelocationType
+from ..errors import LlilcEhError
 from .jitinfo import JitInfo, JitInfoTrap
 from .service import Declined
 from .structs import CORINFO_FLG_JIT_INTRINSIC, CorInfoTokenKind, CorJitFuncKind, InfoAccessType
@@ -82,7 +83,14 @@ class Layout:
 def compile_and_install(service, jit: JitInfo, info, asm_name: str, token: int, name: str,
                         entry_ptr: int, size_ptr: int) -> dict:
     pipeline = service.pipeline(asm_name)
+    bind = getattr(pipeline.ee, "bind", None)      # the runtime-backed JIT-EE (ee.py) asks this method's jit
+    if bind is not None:
+        bind(jit, info)
     run = compile_method(pipeline, token)
+    try:
+        kind = return_kind(pipeline.ee, token)     # asked before the comparison: its questions are in it
+    except LlilcEhError as e:
+        raise Declined(f"return kind: [{e.stage}/{e.kind}] {e.describe()}") from None
     if service.config.compare_jitee:
         from .compare import compare_answers
         answers = compare_answers(jit, info, run, pipeline.ee, service.config.damage)
@@ -90,15 +98,19 @@ def compile_and_install(service, jit: JitInfo, info, asm_name: str, token: int, 
     values, calls = resolve_externals(jit, info, run, service.method_il)
     layout = lay_out(run, values, calls)
     clause_bytes = damaged(run.clause_bytes, service.config.damage)
-    gc = gc_info(run)
+    gc = gc_info(run, kind)
     entry = report(jit, run, layout, clause_bytes, gc)
     ctypes.c_void_p.from_address(entry_ptr).value = entry
     ctypes.c_uint32.from_address(size_ptr).value = layout.code_size
+    psp = run.image.filter_constants.psp_slot_offset if run.image.filter_constants is not None else None
     return {"method": name, "token": f"0x{token:08X}", "assembly": asm_name,
             "code_bytes": layout.code_size, "allocation_bytes": len(layout.blob),
             "clauses": len(run.clauses.clauses), "funclets": len(run.image.ranges) - 1,
             "opt": run.opt, "stubs": len(layout.stubs), "cells": len(values),
             "relocations": len(layout.relocations), "gc_info_bytes": len(gc),
+            "gc_info": gc.hex(), "psp_slot": psp, "return_kind": kind.name,
+            "frame_register": run.image.ranges[0].unwind.frame_register or None,
+            "jitee": "runtime" if bind is not None else "metadata",
             "pipeline_ms": round(sum(v for k, v in run.seconds.items() if k != "codegen-wait") * 1000, 3)}
 
 
@@ -328,15 +340,66 @@ def damaged(clause_bytes: bytes, damage: str | None) -> bytes:
     return encode_clauses([replace(c, try_end=c.try_end - 1) for c in decode_clauses(clause_bytes)])
 
 
-def gc_info(run) -> bytes:
-    from ..gcinfo import for_method
+def gc_info(run, kind=None) -> bytes:
+    """The GC info of the installed method. Its code length is `len(image.code)`: the main
+    body, the funclets (filters before their handlers), the funclet entry thunks and the
+    stack probe routine -- the image's whole code, which is also the size reported to the
+    runtime; the read-only data the image placed after its code (cells, jump tables) and our
+    call stubs are not code and not counted (FinalImage keeps them apart: read_only_data at
+    read_only_data_offset >= len(code)). `kind`: the method's ReturnKind (`return_kind`).
+    Anything the encoder refuses is a decline, never an install of doubtful GC info."""
+    from ..gcinfo import GcInfoError, ReturnKind, for_method
     image = run.image
     has_funclets = len(image.ranges) > 1
     psp = image.filter_constants.psp_slot_offset if image.filter_constants is not None else None
     if has_funclets and psp is None:
         raise Declined("no PSPSym slot found in the parent's code (GC info needs it)")
+    covered = [r.end for r in image.ranges]
+    if image.stack_probe is not None:
+        from ..backend.image import STACK_PROBE_CODE
+        covered.append(image.stack_probe + len(STACK_PROBE_CODE))
+    if max(covered, default=0) > len(image.code) or (image.read_only_data and
+                                                     image.read_only_data_offset < len(image.code)):
+        raise Declined(f"the image's code ({len(image.code)} bytes) does not hold its ranges and probe "
+                       "apart from its read-only data: GC info's code length would not be the method's")
     frame = image.ranges[0].unwind.frame_register or None
-    return for_method(len(image.code), psp, frame, has_funclets)
+    try:
+        return for_method(len(image.code), psp, frame, has_funclets,
+                          return_kind=kind if kind is not None else ReturnKind.SCALAR)
+    except GcInfoError as e:
+        raise Declined(f"[gcinfo/{e.kind}] {e}") from None
+
+
+def return_kind(ee, token: int):
+    """What RAX (and RDX) hold when the method returns, for the runtime's return-address
+    hijack (threadsuspend.cpp GetReturnKind reads it from the GC info): as RyuJIT's
+    GCInfo::getReturnKind (src/jit/gcencode.cpp, 3.1) -- an object reference OBJECT, a
+    managed pointer BYREF; a value type returned in registers the GC kind of its first and
+    second eightbyte (one eightbyte: its kind; two: first | second << 2), asked of the JIT-EE
+    (`reference_offsets`: references only, a struct's byrefs are not seen by metadata); a
+    value type returned through the buffer, anything else SCALAR."""
+    from ..gcinfo import ReturnKind
+    from ..reader.abi import MEMORY
+    from ..reader.jitee import StackKind, is_void
+    ret = ee.compiled_method(token & 0xFFFFFF).return_type
+    if is_void(ret):
+        return ReturnKind.SCALAR
+    kind = ee.stack_kind(ret)
+    if kind is StackKind.OBJ:
+        return ReturnKind.OBJECT
+    if kind is StackKind.BYREF:
+        return ReturnKind.BYREF
+    if kind is not StackKind.VALUE:
+        return ReturnKind.SCALAR
+    size = ee.type_info(ret).size
+    pieces = ee.sysv_eightbytes(ret) if size <= 16 else MEMORY
+    if pieces in (MEMORY, None):
+        return ReturnKind.SCALAR
+    refs = set(ee.reference_offsets(ret) or ())
+    kinds = [ReturnKind.OBJECT if 8 * i in refs else ReturnKind.SCALAR for i in range(len(pieces))]
+    if len(kinds) == 1:
+        return kinds[0]
+    return ReturnKind(kinds[0] | kinds[1] << 2)
 
 
 # -- 4. report to the runtime ---------------------------------------------------------------------
@@ -363,4 +426,4 @@ def report(jit: JitInfo, run, layout: Layout, clause_bytes: bytes, gc: bytes) ->
 
 
 __all__ = ["DAMAGES", "Layout", "compile_and_install", "damaged", "gc_info", "helper_numbers", "lay_out",
-           "resolve_externals"]
+           "resolve_externals", "return_kind"]

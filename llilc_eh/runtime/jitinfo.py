@@ -218,6 +218,26 @@ class JitInfo:
     def is_value_class(self, cls: int) -> bool:
         return bool(self.trapped("isValueClass", cls) & 0xFFFFFFFF)
 
+    def class_attribs(self, cls: int) -> int:
+        """CORINFO_FLG_* of a class (getClassAttribs)."""
+        return self.trapped("getClassAttribs", cls) & 0xFFFFFFFF
+
+    def class_alignment(self, cls: int) -> int:
+        return self.trapped("getClassAlignmentRequirement", cls, 0) & 0xFFFFFFFF
+
+    def class_gc_layout(self, cls: int, size: int) -> bytes:
+        """getClassGClayout: one CorInfoGCType byte per pointer-sized slot of a value of `size` bytes."""
+        buf = ctypes.create_string_buffer((size + 7) // 8 or 1)
+        self.trapped("getClassGClayout", cls, ctypes.addressof(buf))
+        return buf.raw[:(size + 7) // 8]
+
+    def sysv_struct_descriptor(self, cls: int):
+        """getSystemVAmd64PassStructInRegisterDescriptor (None when the runtime says it has no answer)."""
+        from .structs import SYSTEMV_AMD64_CORINFO_STRUCT_REG_PASSING_DESCRIPTOR
+        desc = SYSTEMV_AMD64_CORINFO_STRUCT_REG_PASSING_DESCRIPTOR()
+        ok = self.trapped("getSystemVAmd64PassStructInRegisterDescriptor", cls, ctypes.addressof(desc)) & 0xFF
+        return desc if ok else None
+
     # -- reporting the code (trapped: allocation can fail with an OOM exception) ------------
 
     def reserve_unwind_info(self, is_funclet: bool, size: int) -> None:

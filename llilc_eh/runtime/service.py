@@ -48,6 +48,8 @@ from .structs import (
 )
 
 CONFIG_ENV = "LLILC_EH_RUN_CONFIG"
+RUN_FRAMEWORK = "netcore"     # the framework the JIT-EE binds references in, inside CoreCLR
+JITEE_CHOICES = ("runtime", "metadata")
 
 
 @dataclass
@@ -66,6 +68,7 @@ class RunConfig:
     all_eh: bool = False               # --all-eh: every method with EH of any assembly (R2R off)
     limit: int | None = None           # bisection: compile only the first N selected methods
     only: list[str] = field(default_factory=list)   # bisection: compile only these names (exact)
+    jitee: str = "runtime"             # who answers the reader's layout questions: runtime | metadata (ee.py)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> RunConfig:
@@ -222,8 +225,14 @@ class Service:
             from ..reader.translate import Options
             from ..target import LINUX_X64
             options = Options(clone_finally=self.config.clone_finally, target=LINUX_X64)
+            # the code runs in CoreCLR: its references bind in .NET Core whatever framework the
+            # assembly targets (mcs's default is Mono's mscorlib), so the layouts are CoreCLR's
+            jitee = None
+            if self.config.jitee == "runtime":
+                from .ee import RuntimeJitEE as jitee      # the reader asks the runtime (ee.py)
             self._pipelines[key] = Pipeline(self.assembly(path), self.pool(), opt=self.config.opt,
-                                            options=options, differential=False)
+                                            options=options, differential=False, framework=RUN_FRAMEWORK,
+                                            jitee=jitee)
         return self._pipelines[key]
 
     def method_il(self, jit: JitInfo, method: int) -> bytes | None:

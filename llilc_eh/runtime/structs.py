@@ -90,6 +90,37 @@ class CORINFO_GENERICHANDLE_RESULT(ctypes.Structure):
                 ("handleType", ctypes.c_uint32)]
 
 
+class SYSTEMV_AMD64_CORINFO_STRUCT_REG_PASSING_DESCRIPTOR(ctypes.Structure):
+    """getSystemVAmd64PassStructInRegisterDescriptor's answer (corinfo.h; 8 bytes, all bytes)."""
+    _fields_ = [
+        ("passedInRegisters", ctypes.c_uint8),          # a C++ bool
+        ("eightByteCount", ctypes.c_uint8),
+        ("eightByteClassifications", ctypes.c_uint8 * 2),   # SystemVClassificationType
+        ("eightByteSizes", ctypes.c_uint8 * 2),
+        ("eightByteOffsets", ctypes.c_uint8 * 2),
+    ]
+
+
+class SystemVClassificationType(enum.IntEnum):
+    UNKNOWN = 0
+    STRUCT = 1
+    NO_CLASS = 2
+    MEMORY = 3
+    INTEGER = 4
+    INTEGER_REFERENCE = 5
+    INTEGER_BYREF = 6
+    SSE = 7
+    TYPED_REFERENCE = 8
+
+
+class CorInfoGCType(enum.IntEnum):
+    """getClassGClayout's byte per pointer-sized slot."""
+    NONE = 0
+    REF = 1
+    BYREF = 2
+    OTHER = 3
+
+
 class CORJIT_FLAGS(ctypes.Structure):
     _fields_ = [("corJitFlags", ctypes.c_uint64)]
 
@@ -118,6 +149,11 @@ class CorInfoTokenKind(enum.IntEnum):
 
 
 CORINFO_FLG_SHAREDINST = 0x00020000      # code shared between generic instantiations
+CORINFO_FLG_STATIC = 0x00000008           # method attributes (getMethodAttribs)
+CORINFO_FLG_VIRTUAL = 0x00000040
+CORINFO_FLG_ABSTRACT = 0x00000400
+CORINFO_FLG_VALUECLASS = 0x00010000       # class attributes (getClassAttribs)
+CORINFO_FLG_CONTAINS_GC_PTR = 0x01000000
 CORINFO_FLG_INTRINSIC = 0x00400000        # may have an intrinsic ID
 CORINFO_FLG_JIT_INTRINSIC = 0x40000000    # a potential JIT intrinsic ([Intrinsic])
 
