@@ -2,7 +2,8 @@
 """Time each pipeline stage over the EH methods of real assemblies; print the figures.
 
 Usage: tools/bench.py [--assembly NAME ...] [--opt 0|2] [--jobs N] [--limit N]
-                      [--no-differential] [--profile N]
+                      [--no-differential] [--profile N] [--no-ryujit] [--ryujit-repeats N]
+                      [--cache-runs [--cache-jobs N]]
 
 NAME is a corpus file name or a path (repeatable; positional paths work too). Default:
 System.Private.CoreLib.dll and Python.Runtime.dll from the corpus (1,008 EH methods).
@@ -42,6 +43,25 @@ What is counted where:
   less sensitive to other load than the wall figures, though not immune (shared caches,
   the hypervisor's scheduling): compare runs made under a similar load average.
 
+RyuJIT in the same run (`--no-ryujit` skips it): `tools/ryujit_bench.cs`, built with mcs,
+runs on the pinned CoreCLR 3.1.23 and times `RuntimeHelpers.PrepareMethod` (one JIT
+compilation: the prestub runs once) on the same EH methods, each assembly's in one process,
+`--ryujit-repeats` fresh processes per JIT mode (per-method median over them). Two modes
+(`RYUJIT_MODES`): full-opt (ReadyToRun off, tiering off) beside our O2, tier-0 (tiering on,
+quick JIT also for methods with loops, call counting off so nothing is promoted) beside our
+O0; the ratio is printed for the mode that matches `--opt`, the other mode's figures too.
+Generic definitions (and methods of generic types) are not prepared: PrepareMethod needs an
+instantiation, we compile the definition. A method the runtime had already compiled while
+starting (the first call returns in under `ALREADY_COMPILED_S`; a JIT compilation measured
+>= 11 us, a no-op call < 1 us) is counted apart. Ours per method is the sum of its stage
+times (wall, the LLVM worker's time included), RyuJIT's the Stopwatch around the call
+(wall); compared over the methods both compiled (ours: every stage clean).
+
+`--cache-runs` instead times `llilc-eh validate --translate --json` twice on the assemblies
+with an empty LLVM result cache (`backend.cache`, a fresh temporary folder): cold, then warm;
+it prints both wall times, the ratio, the cache's entries and size, and whether the two JSON
+reports are byte-identical (exit 2 if not).
+
 `--profile N` instead runs cProfile over N EH methods of the first assembly and prints the
 top functions by cumulative and by own time, front and back half apart, and own time by
 library. The last line of a normal run is a JSON summary (one line, sorted keys); the exit
@@ -56,8 +76,11 @@ import gc
 import json
 import os
 import pstats
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -70,6 +93,7 @@ from llilc_eh.assembly.corpus import Corpus
 from llilc_eh.assembly.loader import Assembly
 from llilc_eh.backend.codegen import OBJECT_ROUTES, CodegenPool, CodegenResult
 from llilc_eh.batch import tune_gc
+from llilc_eh.check.toolchain import write_runtimeconfig
 from llilc_eh.errors import LlilcEhError
 from llilc_eh.pipeline import STAGES, MethodRun, Pipeline, eh_methods, summarize
 from llilc_eh.reader.lint import parse, verify_module
@@ -80,6 +104,18 @@ BACK = ("recover", "image", "clauses", "validate", "differential")
 # the worker's own split of `codegen` (CodegenTimings fields)
 WORKER_PARTS = (("parse", "parse + verify (+ copies)"), ("opt", "O<n> pass pipeline"),
                 ("asm", "codegen: assembly text"), ("codegen", "object (assembled; direct: 2nd codegen)"))
+DRIVER_SOURCE = Path(__file__).resolve().with_name("ryujit_bench.cs")
+# CoreCLR 3.1's knobs (src/inc/clrconfigvalues.h at v3.1.23): ReadyToRun=0 makes CoreLib's
+# precompiled code unused, so every method is JIT-compiled; TC_QuickJitForLoops=1 lets tier 0
+# take methods with loops too (3.1's default sends them to full opt); TC_CallCounting=0 keeps
+# tier-0 code without ever promoting it (no background tier-1 JIT competing for the cores).
+RYUJIT_MODES = {
+    "full-opt": {"COMPlus_ReadyToRun": "0", "COMPlus_TieredCompilation": "0"},
+    "tier-0": {"COMPlus_ReadyToRun": "0", "COMPlus_TieredCompilation": "1", "COMPlus_TC_QuickJit": "1",
+               "COMPlus_TC_QuickJitForLoops": "1", "COMPlus_TC_CallCounting": "0"},
+}
+MODE_OF_OPT = {2: "full-opt", 0: "tier-0"}
+ALREADY_COMPILED_S = 5e-6   # measured on CoreLib: no-op calls 0.1-0.7 us, compilations >= 11 us
 WARMUP_IR = "define i32 @warmup(i32 %x) {\n  %y = add i32 %x, 1\n  ret i32 %y\n}\n"
 
 
@@ -103,6 +139,7 @@ class Batch:
     starts: int                 # worker processes started during the timed run
     restarts: int
     gc: GcClock                 # this process's cyclic garbage collections during the run
+    cpu_of_run: dict[int, float]  # index in runs -> CPU seconds: this process's front + back, its worker's
 
 
 # -- running -----------------------------------------------------------------------------------
@@ -167,19 +204,22 @@ def run_batch(targets: list[Target], pool: CodegenPool, opt: int) -> Batch:
     with GcClock() as gc_clock:
         c0, t0 = cpu_clock(), time.perf_counter()
         fronts = []
+        cpu_of_run: dict[int, float] = {}
         for t in targets:
             for rid in t.rids:
                 c = cpu_clock()
                 fronts.append((t, t.pipeline.front(rid)))
                 per_method["front"].append(cpu_clock() - c)
+                cpu_of_run[len(fronts) - 1] = per_method["front"][-1]
         c1, t1 = cpu_clock(), time.perf_counter()
-        todo = [(t, r) for t, r in fronts if r.error is None]
-        results = pool.compile_many([r.reader.module for _, r in todo], opt, methods=[r.name for _, r in todo])
+        todo = [(i, t, r) for i, (t, r) in enumerate(fronts) if r.error is None]
+        results = pool.compile_many([r.reader.module for _, _, r in todo], opt, methods=[r.name for _, _, r in todo])
         c2, t2 = cpu_clock(), time.perf_counter()
-        for (t, r), result in zip(todo, results):
+        for (i, t, r), result in zip(todo, results):
             c = cpu_clock()
             t.pipeline.back(r, result)
             per_method["back"].append(cpu_clock() - c)
+            cpu_of_run[i] += per_method["back"][-1] + (result.timings.cpu if isinstance(result, CodegenResult) else 0.0)
         c3, t3 = cpu_clock(), time.perf_counter()
     wall["front"], wall["llvm"], wall["back"] = t1 - t0, t2 - t1, t3 - t2
     cpu["front"], cpu["llvm-main"], cpu["back"] = c1 - c0, c2 - c1, c3 - c2
@@ -187,7 +227,7 @@ def run_batch(targets: list[Target], pool: CodegenPool, opt: int) -> Batch:
     # clock went with it.
     cpu["workers"] = sum(r.timings.cpu for r in results if isinstance(r, CodegenResult))
     return Batch([r for _, r in fronts], [t.name for t, _ in fronts], wall, cpu, per_method,
-                 pool.starts - starts, pool.restarts - restarts, gc_clock)
+                 pool.starts - starts, pool.restarts - restarts, gc_clock, cpu_of_run)
 
 
 def in_process_llvm(runs: list[MethodRun]) -> dict[str, list[float]]:
@@ -213,6 +253,121 @@ def in_process_llvm(runs: list[MethodRun]) -> dict[str, list[float]]:
             out[k].append(w)
             out[f"cpu-{k}"].append(c)
     return out
+
+
+# -- RyuJIT in the same run ---------------------------------------------------------------------
+
+@dataclass
+class RyuJitTimes:
+    """One JIT mode over one assembly: per rid, the median seconds of its compilations
+    (methods compiled now), and each other method's status."""
+
+    seconds: dict[int, float]
+    status: Counter             # ok, already-compiled, generic, failed:..., unresolved:...
+
+
+def build_driver(folder: Path) -> Path:
+    """tools/ryujit_bench.cs compiled by mcs into `folder`, with its runtimeconfig."""
+    exe = folder / "ryujit_bench.exe"
+    proc = subprocess.run([shutil.which("mcs") or "mcs", "-nologo", "-optimize+", f"-out:{exe}", str(DRIVER_SOURCE)],
+                          capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0 or not exe.is_file():
+        raise SystemExit(f"bench: mcs failed on {DRIVER_SOURCE.name}: {(proc.stdout + proc.stderr).strip()}")
+    write_runtimeconfig(exe)
+    return exe
+
+
+def ryujit_run(dotnet: Path, exe: Path, assembly: Path, rids: list[int], mode: str) -> dict[int, tuple[str, float]]:
+    """One driver process: rid -> (status, seconds of the first PrepareMethod call)."""
+    tokens = exe.with_name(f"{assembly.stem}.tokens")
+    tokens.write_text("".join(f"0x{0x06000000 | rid:08X}\n" for rid in rids))
+    env = dict(os.environ, DOTNET_CLI_TELEMETRY_OPTOUT="1", DOTNET_NOLOGO="1", **RYUJIT_MODES[mode])
+    proc = subprocess.run([str(dotnet), str(exe), str(assembly), str(tokens)], capture_output=True, text=True,
+                          env=env, cwd=exe.parent, timeout=600)
+    if proc.returncode != 0:
+        raise SystemExit(f"bench: the RyuJIT driver failed on {assembly.name} ({mode}, exit {proc.returncode}): "
+                         f"{proc.stderr.strip()[-2000:]}")
+    out = {}
+    for line in proc.stdout.splitlines():
+        token, status, first, _second, frequency = line.split("\t")
+        seconds = int(first) / int(frequency)
+        if status == "ok" and seconds < ALREADY_COMPILED_S:
+            status = "already-compiled"
+        out[int(token, 16) & 0xFFFFFF] = (status, seconds)
+    return out
+
+
+def ryujit(targets: list[Target], repeats: int) -> dict[str, dict[str, RyuJitTimes]]:
+    """Every JIT mode over every assembly's EH methods: mode -> assembly name -> times. A
+    method counts as compiled now only if it was in every repeat."""
+    dotnet = Corpus().dotnet
+    out: dict[str, dict[str, RyuJitTimes]] = {m: {} for m in RYUJIT_MODES}
+    with tempfile.TemporaryDirectory(prefix="llilc-eh-ryujit-") as tmp:
+        exe = build_driver(Path(tmp))
+        for t in targets:
+            path = Path(t.pipeline.asm.path)
+            for mode in RYUJIT_MODES:
+                runs = [ryujit_run(dotnet, exe, path, t.rids, mode) for _ in range(repeats)]
+                seconds, status = {}, Counter()
+                for rid in t.rids:
+                    seen = [r[rid] for r in runs if rid in r]
+                    kinds = {s for s, _ in seen}
+                    if len(seen) == repeats and kinds == {"ok"}:
+                        seconds[rid] = statistics.median(v for _, v in seen)
+                        status["ok"] += 1
+                    else:
+                        status[sorted(kinds - {"ok"})[0] if kinds - {"ok"} else "missing"] += 1
+                out[mode][t.name] = RyuJitTimes(seconds, status)
+    return out
+
+
+def ryujit_lines(runs: list[MethodRun], owners: list[str], times: dict[str, dict[str, RyuJitTimes]],
+                 opt: int, cpu_of_run: dict[int, float]) -> dict:
+    """Ours vs RyuJIT per method over the methods both compiled; the ratio for the matching
+    mode (O2 ~ full-opt, O0 ~ tier-0). Ours also by CPU time (this process's front and back
+    half + the worker's clock), which other load on the machine inflates less."""
+    ours = {(a, r.rid): sum(r.seconds.get(s, 0.0) for s in STAGES) for a, r in zip(owners, runs) if r.ok}
+    ours_cpu = {(a, r.rid): cpu_of_run.get(i, 0.0) for i, (a, r) in enumerate(zip(owners, runs)) if r.ok}
+    record = {}
+    for mode, per_assembly in times.items():
+        status = sum((t.status for t in per_assembly.values()), Counter())
+        theirs = {(a, rid): v for a, t in per_assembly.items() for rid, v in t.seconds.items()}
+        both = sorted(set(ours) & set(theirs))
+        matching = MODE_OF_OPT.get(opt) == mode
+        print(f"  RyuJIT {mode}{' (beside ours at O%d)' % opt if matching else ' (for reference)'}: "
+              f"{', '.join(f'{k} {n}' for k, n in sorted(status.items()))}")
+        if not theirs:
+            continue
+        r_all = list(theirs.values())
+        print(f"    RyuJIT, all {len(r_all)} compiled: median {ms(statistics.median(r_all)).strip()} ms, "
+              f"mean {ms(statistics.fmean(r_all)).strip()} ms, total {sum(r_all):.3f} s")
+        entry = {"ryujit_methods": len(r_all), "ryujit_median_ms": round(statistics.median(r_all) * 1e3, 4),
+                 "ryujit_mean_ms": round(statistics.fmean(r_all) * 1e3, 4), "status": dict(sorted(status.items()))}
+        if both and matching:
+            o = [ours[k] for k in both]
+            t = [theirs[k] for k in both]
+            med_ratio = statistics.median(o) / statistics.median(t)
+            mean_ratio = statistics.fmean(o) / statistics.fmean(t)
+            per = sorted(a / b for a, b in zip(o, t))
+            print(f"    over the {len(both)} methods both compiled (ours clean at O{opt}):")
+            print(f"      ours   median {ms(statistics.median(o))} ms   mean {ms(statistics.fmean(o))} ms")
+            oc = [ours_cpu[k] for k in both]
+            print(f"      (ours by CPU time: median {ms(statistics.median(oc))} ms   mean {ms(statistics.fmean(oc))} ms)")
+            print(f"      RyuJIT median {ms(statistics.median(t))} ms   mean {ms(statistics.fmean(t))} ms")
+            print(f"      ratio  of medians {med_ratio:6.1f}x  of means {mean_ratio:6.1f}x  "
+                  f"(per method: median {statistics.median(per):.1f}x, quartiles {per[len(per) // 4]:.1f}x-"
+                  f"{per[3 * len(per) // 4]:.1f}x)")
+            entry.update(both=len(both), ours_median_ms=round(statistics.median(o) * 1e3, 4),
+                         ours_mean_ms=round(statistics.fmean(o) * 1e3, 4),
+                         both_ryujit_median_ms=round(statistics.median(t) * 1e3, 4),
+                         both_ryujit_mean_ms=round(statistics.fmean(t) * 1e3, 4),
+                         ratio_of_medians=round(med_ratio, 2), ratio_of_means=round(mean_ratio, 2),
+                         ours_cpu_median_ms=round(statistics.median(oc) * 1e3, 4),
+                         ours_cpu_mean_ms=round(statistics.fmean(oc) * 1e3, 4),
+                         cpu_ratio_of_means=round(statistics.fmean(oc) / statistics.fmean(t), 2),
+                         per_method_ratio_median=round(statistics.median(per), 2))
+        record[mode] = entry
+    return record
 
 
 # -- reporting ---------------------------------------------------------------------------------
@@ -355,6 +510,7 @@ def bench(args) -> int:
         t0 = time.perf_counter()
         targets = load(paths, pool, args)
         setup = time.perf_counter() - t0
+        rj = ryujit(targets, args.ryujit_repeats) if args.ryujit else None
         warm_up(pool, args.opt)
         loadavg = [os.getloadavg()[0]]
         batch = run_batch(targets, pool, args.opt)
@@ -400,6 +556,12 @@ def bench(args) -> int:
     if batch.starts or batch.restarts:
         print(f"  worker processes started during the run: {batch.starts} ({batch.restarts} after a failure)")
     print()
+    rj_record = None
+    if rj is not None:
+        print(f"ours vs RyuJIT per method (RyuJIT: PrepareMethod on CoreCLR 3.1.23, in this run, median of "
+              f"{args.ryujit_repeats} processes per method)")
+        rj_record = ryujit_lines(runs, batch.owners, rj, args.opt, batch.cpu_of_run)
+        print()
     print("failures")
     summary = failure_lines(runs, batch.owners)
     print()
@@ -419,6 +581,7 @@ def bench(args) -> int:
         "wall_methods_per_s": round(n / wall_total, 2), "setup_s": round(setup, 3),
         **{k: round(v, 4 if k.endswith("share") else 3) for k, v in cpu.items()},
         "gc_collections": batch.gc.collections, "load_average": [round(x, 2) for x in loadavg],
+        "ryujit": rj_record,
     }
     print(json.dumps(record, sort_keys=True))
     return 0 if summary["ok"] == n else 2
@@ -521,6 +684,10 @@ def main() -> int:
     ap.add_argument("--profile", type=int, metavar="N",
                     help="cProfile N EH methods of the first assembly instead (front and back half)")
     ap.add_argument("--top", type=int, default=15, help="functions per profile table (default 15)")
+    ap.add_argument("--no-ryujit", dest="ryujit", action="store_false",
+                    help="do not run RyuJIT (tools/ryujit_bench.cs on CoreCLR 3.1) beside ours")
+    ap.add_argument("--ryujit-repeats", type=int, default=3, metavar="N",
+                    help="RyuJIT driver processes per JIT mode and assembly (default 3)")
     args = ap.parse_args()
     if args.jobs < 1:
         ap.error("--jobs must be at least 1")
