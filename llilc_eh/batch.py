@@ -9,6 +9,7 @@ Timings go to the human summary only.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -171,6 +172,7 @@ def validate_file(path: str, translate: bool = False, opt: int = 2, references: 
         report.failures.extend(e.as_dict() for e in m.errors)
         if not m.errors:
             analyzed[rid] = m
+    _emit("start", path, report.with_eh)
     if translate:
         _translate(asm, analyzed, opt, report, references, clone_finally=clone_finally, profile=profile,
                    records=records, record_seconds=record_seconds)
@@ -229,6 +231,7 @@ def _translate(asm: Assembly, analyzed: dict, opt: int, report: FileReport, refe
         report.translated += not failures
         if record is not None:
             record(run)
+        _emit("method", report.path)
 
 
 def _recorder(asm: Assembly, report: FileReport, opt: int, profile: str, clone_finally: bool, seconds: bool):
@@ -402,12 +405,25 @@ def expand_inputs(inputs: list[str]) -> list[str]:
     return files
 
 
-def _worker_init() -> None:
+def _worker_init(events=None) -> None:
     """A batch worker leaves stopping to the parent: Ctrl-C at a terminal reaches the whole
     process group, and a worker that took it would print its own traceback; SIGTERM (the
-    parent's way to stop it) ends it at once, whatever handler the parent had installed."""
+    parent's way to stop it) ends it at once, whatever handler the parent had installed.
+    `events`: the parent's progress queue (`_emit`)."""
+    global _EVENTS
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _EVENTS = events.put if events is not None else None
+
+
+# Where progress events go (`view.progress.BatchProgress.event`): set by `run` in this process,
+# a queue's put in a worker; None (no progress wanted, or a cluster worker) drops them.
+_EVENTS = None
+
+
+def _emit(*event) -> None:
+    if _EVENTS is not None:
+        _EVENTS(event)
 
 
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
@@ -430,31 +446,29 @@ def run(files: list[str], jobs: int = 1, progress: bool = True, translate: bool 
 
     `finished` (a dict the caller owns) receives each file's report as soon as it is done, so
     that a caller interrupted by Ctrl-C still has the reports of the files that finished.
-    Progress: a bar on a terminal, else one line per finished file on stderr."""
+    Progress (`view.progress`): on a terminal rich's bar counted in EH methods with the time
+    remaining, else one line per finished file on stderr."""
+    global _EVENTS
+    from .view.progress import BatchProgress
     results: dict[str, FileReport] = finished if finished is not None else {}
-    tty = sys.stderr.isatty()
-    done = 0
+    bar = BatchProgress(files, enabled=progress)
 
     def tick(r: FileReport) -> None:
-        nonlocal done
-        done += 1
         results[r.path] = r
-        if progress and tty:
-            bar = "#" * (30 * done // len(files))
-            sys.stderr.write(f"\r[{bar:<30}] {done}/{len(files)} {Path(r.path).name[:40]:<40}")
-            sys.stderr.flush()
-        elif progress:
-            sys.stderr.write(f"[{done}/{len(files)}] {Path(r.path).name}\n")
-            sys.stderr.flush()
+        bar.file_done(r.path, r.with_eh)
 
     # Largest files first keeps both workers busy to the end (CoreLib alone is ~25% of the work).
     order = sorted(files, key=lambda f: -os.path.getsize(f) if os.path.exists(f) else 0)
-    try:
+    with bar, _event_queue(bar if bar.tty else None, jobs) as events:
         if jobs <= 1:
-            for f in order:
-                tick(validate_file(f, translate, opt, tuple(references), **file_options))
+            _EVENTS = bar.event if bar.tty else None
+            try:
+                for f in order:
+                    tick(validate_file(f, translate, opt, tuple(references), **file_options))
+            finally:
+                _EVENTS = None
         else:
-            pool = ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init)
+            pool = ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init, initargs=(events,))
             try:
                 futures = [pool.submit(validate_file, f, translate, opt, tuple(references), **file_options)
                            for f in order]
@@ -464,10 +478,29 @@ def run(files: list[str], jobs: int = 1, progress: bool = True, translate: bool 
                 _stop_workers(pool)
                 raise
             pool.shutdown()
-    finally:
-        if progress and tty:
-            sys.stderr.write("\n")
     return [results[f] for f in files]
+
+
+@contextlib.contextmanager
+def _event_queue(bar, jobs: int):
+    """The workers' progress events, read by a thread into `bar` (None: no queue)."""
+    if bar is None or jobs <= 1:
+        yield None
+        return
+    import multiprocessing
+    import threading
+    queue = multiprocessing.get_context().Queue()
+
+    def pump():
+        while (event := queue.get()) is not None:
+            bar.event(event)
+    reader = threading.Thread(target=pump, name="progress-events", daemon=True)
+    reader.start()
+    try:
+        yield queue
+    finally:
+        queue.put(None)
+        reader.join(timeout=5)
 
 
 def failure_records(report: FileReport) -> list[dict]:
