@@ -26,8 +26,9 @@ declared a second time here.
 
 Each mutant goes through the steps below; a step's outcome is `ok`, `<stage>/<kind>` of the
 `LlilcEhError` it raised, or a defect: `internal` (any other exception), `wrong-stage` (an
-error of a stage that cannot be reached from the step) or `hang` (past the per-mutant time
-limit, `signal.alarm`). Catching every exception here is the point of the harness: it
+error of a stage that cannot be reached from the step), `hang` (past the per-mutant time
+limit, `signal.alarm`) or `bad-ir` (the reader's IR refused by LLVM's parser or verifier: the
+reader must refuse damaged IL itself). Catching every exception here is the point of the harness: it
 classifies, it does not hide; a defect is fixed where the damage is read.
 
     load      Assembly(path), the method count, methods_with_il
@@ -86,7 +87,10 @@ ALLOWED_STAGES = {
     "r2r": {"assembly", "il", "clauses", "unwind"},
 }
 STEPS = tuple(ALLOWED_STAGES)
-DEFECTS = ("internal", "wrong-stage", "hang")
+DEFECTS = ("internal", "wrong-stage", "hang", "bad-ir")
+# Named errors that are still bugs of ours: the reader wrote IR that LLVM cannot parse or
+# verify. Damaged IL must be refused by the reader's own checks, at its IL offset.
+OUR_IR = {("reader", "llvm-parse"), ("reader", "llvm-verify")}
 
 
 def framework_dir() -> Path:
@@ -622,6 +626,8 @@ def classify(step: str, exc: BaseException | None) -> Outcome:
         result = f"{exc.stage}/{exc.kind}"
         if exc.stage not in ALLOWED_STAGES[step]:
             return Outcome(step, f"wrong-stage/{result}", str(exc)[:300])
+        if (exc.stage, exc.kind) in OUR_IR:
+            return Outcome(step, f"bad-ir/{result}", str(exc)[:300])
         return Outcome(step, result, str(exc)[:300])
     return Outcome(step, f"internal/{type(exc).__name__}", f"{str(exc)[:200]} at {_where(exc)}")
 
@@ -906,7 +912,7 @@ def run_campaign(args, sources) -> int:
     counts = tally(reports)
     print(f"{len(reports)} mutants (seeds {args.seed}..{args.seed + args.count - 1}) of "
           f"{', '.join(s.name for s in sources)} in {time.perf_counter() - t0:.0f} s")
-    print(f"mutants with a defect (internal, wrong-stage, hang): {len(defects)}")
+    print(f"mutants with a defect ({', '.join(DEFECTS)}): {len(defects)}")
     print("\noutcomes by step (a step records one outcome per method that failed, and one 'ok' when it finished):")
     for step in STEPS:
         if step in counts:

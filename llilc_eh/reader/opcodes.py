@@ -754,6 +754,8 @@ class BlockTranslator:
 
     def throw(self, ins):
         obj = self.pop(ins.offset)
+        if obj.kind != "obj":     # III.4.26: an object reference
+            raise self.tr.fail(f"throw of {obj.kind}", ins.offset, "type-mismatch")
         self.helper("CORINFO_HELP_THROW", [f"ptr {obj.op}"])
 
     def rethrow(self, ins):

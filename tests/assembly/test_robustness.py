@@ -2,12 +2,13 @@
 real assemblies -- the embedded sample, a small and a mid-sized ReadyToRun framework assembly
 -- through every step a user runs (load, listing, il analysis, the reader, the whole pipeline
 for a few, the ReadyToRun checks). Every outcome must be clean or a named error of a stage the
-step reaches; `internal`, `wrong-stage` and `hang` are defects. `tools/mutate.py` is the same
+step reaches; `internal`, `wrong-stage`, `hang` and `bad-ir` (IR of ours that LLVM refuses)
+are defects. `tools/mutate.py` is the same
 harness at scale (tens of thousands of mutants, `--replay SEED` for one).
 
 The negative controls prove the harness can fail: a genuine bug of ours (a KeyError), an
-error of a stage the step cannot reach and a step that never ends are each classified as
-the defect they are.
+error of a stage the step cannot reach, a step that never ends and IR LLVM refuses are each
+classified as the defect they are.
 """
 
 from __future__ import annotations
@@ -119,3 +120,12 @@ def test_control_a_step_that_never_ends_is_a_hang(monkeypatch):
     finally:
         r.close()
     assert [o.result for o in report.outcomes][-1] == "hang", report.outcomes
+
+
+def test_control_ir_llvm_refuses_is_a_defect():
+    """A damaged method must be refused by the reader's own checks at its IL offset; IR that
+    LLVM's parser or verifier refuses is a bug of ours even though it is a named error."""
+    for kind in ("llvm-parse", "llvm-verify"):
+        outcome = mutate.classify("reader", ReaderError("LLVM cannot parse the module", kind=kind))
+        assert outcome.result == f"bad-ir/reader/{kind}" and outcome.defect
+    assert not mutate.classify("reader", ReaderError("stack underflow", kind="stack-underflow")).defect
