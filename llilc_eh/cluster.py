@@ -95,10 +95,10 @@ def plan(files: list[str], chunk: int = CHUNK) -> list[Part]:
                 except Exception:  # noqa: BLE001 - a damaged body: validate_file records it
                     eh.add(rid)
         except Exception:  # noqa: BLE001 - the whole-file task records the file error
-            parts.append(Part(path, 0, None, True, 1))
+            parts.append(Part(path, 0, None, True, 0))
             continue
         if len(eh) <= chunk:
-            parts.append(Part(path, 0, None, True, max(len(eh), 1), tuple(sorted(eh))))
+            parts.append(Part(path, 0, None, True, len(eh), tuple(sorted(eh))))
             continue
         current: list[int] = []
         weight = 0
@@ -315,8 +315,10 @@ def _connect(address: str, allowed_failures: int | None):
         # every worker started later (a killed worker's replacement).
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
+            # dashboard_address ":0": the scheduler's HTTP routes (health, metrics) on a free
+            # port; None would still take 8787 and warn when another cluster holds it.
             cluster = LocalCluster(n_workers=where, threads_per_worker=1, processes=True,
-                                   dashboard_address=None, silence_logs=logging.ERROR)
+                                   dashboard_address=":0", silence_logs=logging.ERROR)
         finally:
             signal.signal(signal.SIGINT, previous)
         client = Client(cluster)

@@ -37,7 +37,7 @@ def _cli(*args: str, env: dict | None = None, cwd=None) -> subprocess.CompletedP
 @pytest.fixture(scope="module")
 def local_cluster():
     """Two worker processes, one thread each, as `--cluster local:2` makes them."""
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                                   silence_logs=50) as lc, distributed.Client(lc) as client:
         yield lc, client
 
@@ -101,6 +101,7 @@ def test_report_equals_jobs2(name, local_cluster, jobs2_reports, tmp_path):
     assert r.returncode == status, r.stderr
     assert (tmp_path / "c.json").read_bytes() == expected
     assert "EH methods)" in r.stderr          # progress: per file, counted in EH methods (not a tty)
+    assert all(line.startswith("[") for line in r.stderr.splitlines()), r.stderr    # nothing else
 
 
 def test_worker_killed_mid_run(local_cluster, jobs2_reports):
