@@ -125,6 +125,14 @@ def layout_svg(view: MethodView) -> str:
         svg.rect(x(previous), BAR_TOP, (code_size - previous) * scale, BAR_HEIGHT, class_="padding",
                  fill="url(#hatch)")
 
+    # -- dispatch ticks: each checked call site's return address, green when the CLR's
+    # dispatch there equals the IL's in every scenario, red when not (check.dispatch)
+    if getattr(run, "dispatch", None) is not None:
+        for s in run.dispatch.sites:
+            svg.line(x(s.pc), BAR_TOP + BAR_HEIGHT + 3, x(s.pc), BAR_TOP + BAR_HEIGHT + 15, class_="dispatch",
+                     stroke="#2ca02c" if s.equal else "#d62728", data_il=f"IL_{s.il_offset:04x}",
+                     data_equal="yes" if s.equal else "no")
+
     # -- one lane per clause
     lanes_top = BAR_TOP + BAR_HEIGHT + 24
     lanes_bottom = lanes_top + LANE_HEIGHT * len(view.clauses)
