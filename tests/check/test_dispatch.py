@@ -185,3 +185,22 @@ def test_mutations_are_reported(runs, opt):
     assert min(len(v) for v in seen.values()) >= 3, {k: len(v) for k, v in seen.items()}
     for name, found in seen.items():
         assert all(found), f"{name}: {found.count(False)} of {len(found)} mutants went unreported"
+
+
+def test_a_mismatch_is_a_failure_record(runs):
+    """run_failures (validate --translate's records, translate's exit 2) names every mismatch,
+    with the return address as its offset; a clean run has none."""
+    from llilc_eh.batch import dispatch_counts, run_failures
+    pipeline, done = runs[2]
+    run = next(r for r in done if r.dispatch.sites and any(c.kind == "catch" for c in r.clauses.clauses))
+    assert not [f for f in run_failures(run) if f["kind"] == "dispatch-mismatch"] and run.ok
+    m = copy.copy(run)
+    m.clauses = dataclasses.replace(run.clauses, clauses=tuple(
+        c for c in run.clauses.clauses if c.kind != "catch"))
+    m.dispatch = check_ours(m, pipeline.oracle)
+    failures = [f for f in run_failures(m) if f["kind"] == "dispatch-mismatch"]
+    assert failures and not m.ok
+    assert {f["offset"] for f in failures} <= {s.pc for s in m.dispatch.sites}
+    assert all(f["method"] == run.name and "CLR [" in f["reason"] for f in failures)
+    counts = dispatch_counts(m.dispatch)
+    assert counts["mismatches"] == len(failures) and counts["methods"] == 1
