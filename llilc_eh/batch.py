@@ -194,6 +194,8 @@ def _pool():
         from .backend.codegen import CodegenPool
         _POOL = CodegenPool(1)
         atexit.register(_POOL.close)
+    from .backend.cache import from_environment
+    _POOL.cache = from_environment()    # read per file: `--no-cache` (cache.disabled) may differ per call
     return _POOL
 
 

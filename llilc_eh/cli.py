@@ -291,8 +291,9 @@ def cmd_translate(args) -> int:
                             references=_references(args))
         runs = [pipeline.front(rid) for rid in rids]        # IL -> IR -> lint + verify -> model
     else:
+        from .backend.cache import from_environment
         from .backend.codegen import CodegenPool
-        with CodegenPool(1) as pool:
+        with CodegenPool(1, cache=None if args.no_cache else from_environment()) as pool:
             runs = Pipeline(asm, pool, opt=args.opt, profile=args.profile, options=options,
                             references=_references(args)).run_many(rids)
     names = asm.names
@@ -395,11 +396,13 @@ def cmd_validate(args) -> int:
         runner = functools.partial(cluster.run, address=args.cluster, chunk=args.chunk, send=args.cluster_send)
     t0 = time.perf_counter()
     finished: dict[str, batch.FileReport] = {}
+    from .backend import cache
     try:
-        reports = runner(files, jobs=args.jobs, progress=not args.quiet, translate=args.translate,
-                            opt=args.opt, finished=finished, references=_references(args),
-                            clone_finally=args.clone_finally, profile=args.profile,
-                            records=bool(args.per_method), record_seconds=args.per_method_seconds)
+        with cache.disabled() if args.no_cache else contextlib.nullcontext():
+            reports = runner(files, jobs=args.jobs, progress=not args.quiet, translate=args.translate,
+                             opt=args.opt, finished=finished, references=_references(args),
+                             clone_finally=args.clone_finally, profile=args.profile,
+                             records=bool(args.per_method), record_seconds=args.per_method_seconds)
     except (KeyboardInterrupt, Interrupted):
         # What finished is still a result: its summary, no report files (they would pass for whole).
         done = [finished[f] for f in dict.fromkeys(files) if f in finished]
@@ -467,6 +470,12 @@ def _add_run_parser(sub) -> None:
     add_parser(sub)
 
 
+def _add_cache_arg(p) -> None:
+    p.add_argument("--no-cache", action="store_true",
+                   help="run LLVM on every module: do not read or write the LLVM result cache "
+                        "($LLILC_EH_LLVM_CACHE, default $LLILC_EH_CACHE/llvm; llilc_eh.backend.cache)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = ArgumentParser(prog="llilc-eh", description=__doc__.splitlines()[0], epilog=EXIT_STATUS,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -501,6 +510,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-timings", action="store_true", help="leave the timings out of the text view "
                    "(the rest is deterministic)")
     p.add_argument("--timings", action="store_true", help="put the timings into the JSON (report.json) too")
+    _add_cache_arg(p)
     p.add_argument("--compare-r2r", action="store_true",
                    help="ours beside RyuJIT (the assembly's ReadyToRun code): counts, code size, funclets, each IL "
                         "clause's fate on both sides, both clause tables with each clause's role, both disassemblies")
@@ -553,6 +563,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"runtime ABI profile of our clause tables (--translate; default {DEFAULT_PROFILE.value})")
     p.add_argument("--clone-finally", action="store_true",
                    help="--translate with a normal-path finally copy per leave (default: continuation selectors)")
+    _add_cache_arg(p)
     p.set_defaults(func=cmd_validate)
     p = sub.add_parser("diff", help="two --per-method record files compared, per method and in aggregate; "
                        "one file: ours beside RyuJIT in it")

@@ -128,10 +128,12 @@ class CodegenResult:
     timings: CodegenTimings
     diagnostics: str = ""    # what LLVM wrote to stderr while compiling (usually nothing)
     route: str = "assemble"  # how the object was made: "assemble" (from the text) or "emit"
+    cached: bool = False     # from the pool's result cache (`backend.cache`): LLVM did not run,
+                             # the timings are zero but `roundtrip` (the lookup)
 
     def __str__(self) -> str:
         return (f"O{self.opt}: object {len(self.obj)} bytes ({OBJECT_ROUTES[self.route]}), assembly "
-                f"{self.asm.count(chr(10))} lines; {self.timings}")
+                f"{self.asm.count(chr(10))} lines; " + ("from the cache" if self.cached else f"{self.timings}"))
 
 
 # -- the worker process ---------------------------------------------------------------------
@@ -493,12 +495,14 @@ class _Worker:
 
 class CodegenPool:
     """A few long-lived LLVM worker processes; `compile` is thread-safe and blocks until a
-    worker is free. Use as a context manager, or call `close`."""
+    worker is free. Use as a context manager, or call `close`. `cache` (`backend.cache.
+    LlvmCache`, or None: always run LLVM) is looked up before a worker is asked and given
+    every successful result; its key holds everything here a worker's result depends on."""
 
     def __init__(self, size: int = 2, *, timeout: float = DEFAULT_TIMEOUT,
                  trap_unreachable: bool = True, llvm_options: Iterable[str] = (),
                  startup_timeout: float = STARTUP_TIMEOUT, max_compiles: int = MAX_COMPILES,
-                 object_route: str = "assemble"):
+                 object_route: str = "assemble", cache=None):
         if size < 1:
             raise ValueError(f"pool size {size}")
         _check_route(object_route)
@@ -507,6 +511,7 @@ class CodegenPool:
         options = (["-trap-unreachable"] if trap_unreachable else []) + list(llvm_options)
         self.config = {"llvm_options": options}
         self.object_route = object_route
+        self.cache = cache
         self._idle: queue.LifoQueue[_Worker] = queue.LifoQueue()
         self._workers = [_Worker(self.config, startup_timeout, max_compiles) for _ in range(size)]
         for w in self._workers:
@@ -533,11 +538,25 @@ class CodegenPool:
         route = object_route(ir_text, self.object_route) if route is None else _check_route(route)
         if self._closed:
             raise ValueError("the codegen pool is closed")
+        cache, digest = self.cache, None
+        if cache is not None:
+            from . import cache as results
+            started = time.perf_counter()
+            digest = results.key(ir_text, (TRIPLE, CODE_MODEL, FEATURES, f"assembler O{ASSEMBLER_LEVEL}",
+                                           "\0".join(self.config["llvm_options"]), f"O{opt}", route))
+            hit = cache.get(digest)
+            if hit is not None:
+                return CodegenResult(hit.obj, hit.asm, hit.opt,
+                                     CodegenTimings(0.0, 0.0, 0.0, 0.0, 0.0, time.perf_counter() - started),
+                                     hit.diagnostics, hit.route, cached=True)
         worker = self._idle.get()
         try:
-            return worker.compile(ir_text, opt, route, self.timeout if timeout is None else timeout, method)
+            result = worker.compile(ir_text, opt, route, self.timeout if timeout is None else timeout, method)
         finally:
             self._idle.put(worker)
+        if digest is not None:
+            cache.put(digest, results.Cached(result.obj, result.asm, result.opt, result.route, result.diagnostics))
+        return result
 
     def compile_many(self, modules: Iterable[str], opt: int = 0, *, timeout: float | None = None,
                      methods: Iterable[str | None] | None = None,
