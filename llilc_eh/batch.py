@@ -127,7 +127,8 @@ def _failure(exc: BaseException, method: str | None) -> dict:
 
 def validate_file(path: str, translate: bool = False, opt: int = 2, references: tuple[str, ...] = (), *,
                   only: tuple[int, ...] | None = None, native: bool = True, clone_finally: bool = False,
-                  profile: str = "coreclr-psp", records: bool = False, record_seconds: bool = False) -> FileReport:
+                  profile: str = "coreclr-psp", records: bool = False, record_seconds: bool = False,
+                  html_dir: str | None = None) -> FileReport:
     """IL region checks on every method with EH of one assembly; for ReadyToRun images
     RyuJIT's tables too; with `translate`, the whole pipeline (`pipeline.Pipeline.stream`:
     IR, lint, verify, model, LLVM codegen at `opt`, final image, clauses, validator, LLVM
@@ -175,7 +176,7 @@ def validate_file(path: str, translate: bool = False, opt: int = 2, references: 
     _emit("start", path, report.with_eh)
     if translate:
         _translate(asm, analyzed, opt, report, references, clone_finally=clone_finally, profile=profile,
-                   records=records, record_seconds=record_seconds)
+                   records=records, record_seconds=record_seconds, html_dir=html_dir)
     report.native = _validate_native(asm, report) if native else None
     report.seconds = time.perf_counter() - t0
     return report
@@ -201,7 +202,7 @@ def _pool():
 
 def _translate(asm: Assembly, analyzed: dict, opt: int, report: FileReport, references: tuple[str, ...] = (), *,
                clone_finally: bool = False, profile: str = "coreclr-psp", records: bool = False,
-               record_seconds: bool = False) -> None:
+               record_seconds: bool = False, html_dir: str | None = None) -> None:
     """The whole pipeline over the analysed EH methods; every shortfall is a failure record
     with a named reason: a stage's error, a validator rule, an image finding, an unexplained
     difference from LLVM's own table. `records`: one `view.records` record per EH method too
@@ -211,7 +212,7 @@ def _translate(asm: Assembly, analyzed: dict, opt: int, report: FileReport, refe
     report.translated = 0
     pipeline = Pipeline(asm, _pool(), opt=opt, references=references, profile=profile,
                         options=Options(clone_finally=clone_finally))
-    record = _recorder(asm, report, opt, profile, clone_finally, record_seconds) if records else None
+    record = _recorder(asm, report, opt, profile, clone_finally, record_seconds, html_dir) if records else None
     rids = list(analyzed)
     runs = pipeline.stream(rids, analyzed=analyzed)
     for rid in rids:
@@ -236,9 +237,11 @@ def _translate(asm: Assembly, analyzed: dict, opt: int, report: FileReport, refe
         _emit("method", report.path)
 
 
-def _recorder(asm: Assembly, report: FileReport, opt: int, profile: str, clone_finally: bool, seconds: bool):
+def _recorder(asm: Assembly, report: FileReport, opt: int, profile: str, clone_finally: bool, seconds: bool,
+              html_dir: str | None = None):
     """`--per-method`: a function recording one run (`view.records.method_record`); the methods
-    whose IL checks failed are recorded now, from their failure records."""
+    whose IL checks failed are recorded now, from their failure records. `html_dir`: each run's
+    page is written there too (`view.html`, `validate --html`)."""
     from .view.records import failed_record, method_record
     options = {"opt": opt, "profile": profile, "clone_finally": clone_finally}
     name = Path(report.path).name
@@ -252,7 +255,15 @@ def _recorder(asm: Assembly, report: FileReport, opt: int, profile: str, clone_f
         if rec is not None and rec["token"] not in recorded:
             recorded.add(rec["token"])
             report.records.append(rec)
-    return lambda run: report.records.append(method_record(name, run, asm, image, options, seconds=seconds))
+    if html_dir is None:
+        return lambda run: report.records.append(method_record(name, run, asm, image, options, seconds=seconds))
+
+    def record(run):
+        from .view.html import write_method_page
+        rec = method_record(name, run, asm, image, options, seconds=seconds)
+        report.records.append(rec)
+        write_method_page(html_dir, rec, run, asm, image, clone_finally)
+    return record
 
 
 def dispatch_counts(check) -> Counter:

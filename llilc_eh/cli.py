@@ -269,6 +269,8 @@ def cmd_translate(args) -> int:
         prepare_folder(args.emit_dir)
     if args.svg:
         check_output_file(args.svg, "--svg")
+    if args.html:
+        check_output_file(args.html, "--html")
     path = Path(args.assembly) if args.assembly else sample_path()
     asm = Assembly(path)
     if args.token or args.method or args.assembly:
@@ -277,8 +279,8 @@ def cmd_translate(args) -> int:
         refs = [asm.find_method(DEFAULT_METHOD)]
     if not refs:
         raise LlilcEhError(f"{path.name} has no method with EH: name one with --method or --token")
-    if (args.emit_dir or args.svg) and len(refs) != 1:
-        raise LlilcEhError(f"--emit-dir and --svg write the files of one method, {path.name} has {len(refs)} "
+    if (args.emit_dir or args.svg or args.html) and len(refs) != 1:
+        raise LlilcEhError(f"--emit-dir, --svg and --html write the files of one method, {path.name} has {len(refs)} "
                            "with EH: name one with --method or --token")
     stage = args.stage
     r2r_image = _compare_r2r_image(asm, path) if args.compare_r2r else None
@@ -286,7 +288,7 @@ def cmd_translate(args) -> int:
     options = Options(clone_finally=args.clone_finally, pad_markers=args.pad_markers,
                       target=target_named(args.target))
     rids = [ref.rid for ref in refs]
-    if stage in _FRONT_STAGES and not (args.emit_dir or args.svg or args.compare_r2r):
+    if stage in _FRONT_STAGES and not (args.emit_dir or args.svg or args.compare_r2r or args.html):
         pipeline = Pipeline(asm, None, opt=args.opt, profile=args.profile, options=options,
                             references=_references(args))
         runs = [pipeline.front(rid) for rid in rids]        # IL -> IR -> lint + verify -> model
@@ -324,6 +326,10 @@ def cmd_translate(args) -> int:
             emit(view, args.emit_dir, timings=args.timings)
         if args.svg:
             Path(args.svg).write_text(layout_svg(view), encoding="utf-8", newline="\n")
+        if args.html:                       # one self-contained page, RyuJIT's side when the image has it
+            from .view.html import compare_material, method_page
+            image = r2r_image if r2r_image is not None else _r2r_or_none(asm)
+            Path(args.html).write_text(method_page(view, compare=compare_material(asm, image, run)), encoding="utf-8")
         status = max(status, _report_run(run))
     if args.json:
         print(dumps(json_document("translate", path, docs)), end="")
@@ -338,6 +344,14 @@ def _compare_r2r_image(asm: Assembly, path: Path):
     except AssemblyError as e:
         raise LlilcEhError(f"--compare-r2r: {path.name} has no ReadyToRun code to compare with ({e})",
                            kind="bad-input") from None
+
+
+def _r2r_or_none(asm: Assembly):
+    from .errors import AssemblyError
+    try:
+        return ReadyToRunImage(asm)
+    except AssemblyError:
+        return None
 
 
 def _print_compare_r2r(asm: Assembly, image, ref, view, docs: list | None, n: int) -> None:
@@ -389,6 +403,11 @@ def cmd_validate(args) -> int:
         raise LlilcEhError("--per-method records the pipeline's results: it needs --translate", kind="bad-input")
     if args.per_method:
         check_output_file(args.per_method, "--per-method")
+    if args.html and not args.translate:
+        raise LlilcEhError("--html shows the pipeline's results: it needs --translate", kind="bad-input")
+    if args.html:
+        from .view.emit import prepare_folder
+        prepare_folder(args.html, "--html")
     runner = batch.run
     if args.cluster:                                    # a Dask cluster instead of --jobs (llilc_eh.cluster)
         from . import cluster
@@ -402,7 +421,8 @@ def cmd_validate(args) -> int:
             reports = runner(files, jobs=args.jobs, progress=not args.quiet, translate=args.translate,
                              opt=args.opt, finished=finished, references=_references(args),
                              clone_finally=args.clone_finally, profile=args.profile,
-                             records=bool(args.per_method), record_seconds=args.per_method_seconds)
+                             records=bool(args.per_method or args.html), html_dir=args.html,
+                            record_seconds=args.per_method_seconds or bool(args.html))
     except (KeyboardInterrupt, Interrupted):
         # What finished is still a result: its summary, no report files (they would pass for whole).
         done = [finished[f] for f in dict.fromkeys(files) if f in finished]
@@ -418,7 +438,11 @@ def cmd_validate(args) -> int:
         Path(args.timings).write_text(batch.timings_report(reports))
     if args.per_method:
         from .view.records import dumps_records
-        Path(args.per_method).write_text(dumps_records([x for r in reports for x in r.records]), encoding="utf-8")
+        Path(args.per_method).write_text(dumps_records([x for r in reports for x in r.records],
+                                                       seconds=args.per_method_seconds), encoding="utf-8")
+    if args.html:
+        from .view.html import write_index
+        write_index(args.html, reports)
     print(batch.summary(reports, wall))
     if args.list_failures:
         _list_failures(reports)
@@ -511,6 +535,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "(the rest is deterministic)")
     p.add_argument("--timings", action="store_true", help="put the timings into the JSON (report.json) too")
     _add_cache_arg(p)
+    p.add_argument("--html", metavar="FILE", help="write one self-contained HTML page of the method to FILE: clause "
+                   "table, layout picture, IL and disassembly cross-linked (select a clause: its tries, regions, pad and "
+                   "funclet light up), RyuJIT's side for a ReadyToRun image")
     p.add_argument("--compare-r2r", action="store_true",
                    help="ours beside RyuJIT (the assembly's ReadyToRun code): counts, code size, funclets, each IL "
                         "clause's fate on both sides, both clause tables with each clause's role, both disassemblies")
@@ -557,6 +584,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--per-method", metavar="FILE", help="with --translate: one JSON line per EH method (IL shape, our "
                    "clauses / duplicates / split tries / copies / code size / funclets, RyuJIT's where the image has "
                    "a body, differential, status, options), sorted by file and token, deterministic")
+    p.add_argument("--html", metavar="DIR", help="with --translate: an HTML index of the run in DIR (per-assembly and "
+                   "per-method status, ours vs RyuJIT, sortable, plots) and one page per method, self-contained")
     p.add_argument("--per-method-seconds", action="store_true",
                    help="put each method's pipeline seconds into the --per-method records (then not deterministic)")
     p.add_argument("--profile", choices=[p.value for p in Profile], default=DEFAULT_PROFILE.value,

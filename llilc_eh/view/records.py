@@ -111,9 +111,12 @@ def _dispatch(run):
             "unchecked": dict(sorted(getattr(d, "unchecked", {}).items()))}
 
 
-def dumps_records(records: list[dict]) -> str:
-    """One JSON line per record, sorted by (file, token): the same bytes however the run was split."""
+def dumps_records(records: list[dict], *, seconds: bool = True) -> str:
+    """One JSON line per record, sorted by (file, token): the same bytes however the run was split
+    (`seconds=False` leaves timings out: `--html` times every run, the records file only when asked)."""
     rows = sorted(records, key=lambda r: (r["file"], r["token"]))
+    if not seconds:
+        rows = [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
     return "".join(json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n" for r in rows)
 
 
