@@ -422,7 +422,7 @@ def cmd_validate(args) -> int:
                              opt=args.opt, finished=finished, references=_references(args),
                              clone_finally=args.clone_finally, profile=args.profile,
                              records=bool(args.per_method or args.html), html_dir=args.html,
-                            record_seconds=args.per_method_seconds or bool(args.html))
+                             record_seconds=args.per_method_seconds or bool(args.html))
     except (KeyboardInterrupt, Interrupted):
         # What finished is still a result: its summary, no report files (they would pass for whole).
         done = [finished[f] for f in dict.fromkeys(files) if f in finished]
