@@ -88,3 +88,33 @@ def test_damaged_table_moves_every_try_end_by_one(local_run):
     assert [(c.try_start, c.handler_start, c.handler_end) for c in good] == \
         [(c.try_start, c.handler_start, c.handler_end) for c in bad]
     assert damaged(local_run.clause_bytes, None) == local_run.clause_bytes
+
+
+def test_gc_info_covers_the_code_and_not_the_read_only_data(local_run):
+    """The GC info's code length is the image's code -- main body, funclets, thunks (and the
+    probe when placed) -- not the read-only data after it nor our call stubs."""
+    from llilc_eh.gcinfo import ReturnKind, decode
+    from llilc_eh.runtime.install import gc_info
+    image = local_run.image
+    values, calls = _fake_resolution(local_run, pvalue=set())
+    layout = lay_out(local_run, values, calls)
+    info = decode(gc_info(local_run, ReturnKind.OBJECT))
+    assert info.code_length == len(image.code) == layout.code_size
+    assert image.read_only_data and len(layout.blob) > info.code_length      # there is more, not counted
+    assert max(r.end for r in image.ranges) <= info.code_length
+    assert info.psp_sym_offset == image.filter_constants.psp_slot_offset
+    assert info.return_kind == ReturnKind.OBJECT
+
+
+def test_gc_info_the_encoder_refuses_is_a_decline(local_run, monkeypatch):
+    """A GcInfoError is one method's recorded decline (the service records any Declined), not a
+    crash of the compile."""
+    import llilc_eh.gcinfo as gcinfo
+    from llilc_eh.runtime.install import gc_info
+    from llilc_eh.runtime.service import Declined
+
+    def refuse(*args, **kw):
+        raise gcinfo.GcInfoError("refused for the test", kind="unencodable-gcinfo")
+    monkeypatch.setattr(gcinfo, "for_method", refuse)
+    with pytest.raises(Declined, match=r"\[gcinfo/unencodable-gcinfo\] .*refused for the test"):
+        gc_info(local_run)
