@@ -360,8 +360,8 @@ def _print_compare_r2r(asm: Assembly, image, ref, view, docs: list | None, n: in
     from .view.compare import compare_json, our_side, r2r_body, render_compare, ryujit_disassembly, ryujit_side
     from .view.report import report
 
-    body = r2r_body(image, ref.token)
-    why = None if body is not None else "no ReadyToRun body for this method (not precompiled, or generic)"
+    body = r2r_body(image, ref.token, instantiation=True)
+    why = None if body is not None else "no ReadyToRun body for this method (not precompiled)"
     check = check_method(asm, image, body) if body is not None else None
     ours, theirs = our_side(view.run), ryujit_side(check) if check is not None else None
     if docs is not None:

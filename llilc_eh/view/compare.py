@@ -126,12 +126,19 @@ def ryujit_side(check) -> Side:
                 fates, roles)
 
 
-def r2r_body(image, token: int):
+def r2r_body(image, token: int, *, instantiation: bool = False):
     """RyuJIT's body for a MethodDef token: the one reached through the MethodDef entry points
-    (a generic method's instantiations are other code), None when the image has none."""
+    (a generic method's instantiations are other code), None when the image has none. With
+    `instantiation`, a method that has only instantiated bodies gets the first of them (by
+    address): what `translate --compare-r2r` shows for one method, saying so; the records and
+    their aggregates keep to MethodDef bodies."""
     if image is None:
         return None
-    return next((b for b in image.methods_for_token(token) if not b.is_instantiation), None)
+    bodies = image.methods_for_token(token)
+    plain = next((b for b in bodies if not b.is_instantiation), None)
+    if plain is None and instantiation and bodies:
+        return min(bodies, key=lambda b: b.rva)
+    return plain
 
 
 # --------------------------------------------------------------------------------------------
@@ -218,6 +225,9 @@ def render_compare(view, ours: Side | None, theirs: Side | None, check, ryu_code
                  f"{theirs.classification() if theirs else '-'}")
     if theirs is None:
         lines.append(f"RyuJIT: {why_no_r2r or 'no ReadyToRun body for this method'}")
+    elif check.method.is_instantiation:
+        lines.append(f"RyuJIT: the generic definition has no body of its own; this is the first instantiated "
+                     f"body in the image (RVA 0x{check.method.rva:08X})")
     if run.error is not None:
         lines.append(f"llilc-eh: stopped at [{run.error.stage}/{run.error.kind}] {run.error.describe()}")
     lines += ["", "IL clauses and their fate (#n: the native clause that is its primary; +k: more of ours)"]
@@ -254,7 +264,7 @@ def compare_json(ours: Side | None, theirs: Side | None, check, *, why_no_r2r: s
     return {
         "ours": ours.as_dict() if ours else None,
         "ryujit": None if theirs is None else {
-            **theirs.as_dict(), "rva": check.method.rva,
+            **theirs.as_dict(), "rva": check.method.rva, "instantiation": check.method.is_instantiation,
             "clauses_table": [{"flags": int(c.flags), "kind": c.kind, "try": [c.try_start, c.try_end],
                                "handler": [c.handler_start, c.handler_end],
                                "class_token_or_filter": c.class_token_or_filter}

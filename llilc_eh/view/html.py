@@ -193,7 +193,9 @@ def _ryujit_html(compare: dict) -> str:
     for label, insns in code:
         lines.append(f"<span class=\"range\">{_e(label)}</span>")
         lines += [f"<span class=\"line\">{i.address:04x}  {_e(i.text)}</span>" for i in insns]
-    return (f"<h2>RyuJIT (ReadyToRun)</h2>{table}<p>IL fates, ours: {_e(', '.join(ours.il_fates) if ours else '-')}; "
+    inst = (" <span class=\"muted\">(an instantiation's body: the generic definition has none)</span>"
+            if check.method.is_instantiation else "")
+    return (f"<h2>RyuJIT (ReadyToRun){inst}</h2>{table}<p>IL fates, ours: {_e(', '.join(ours.il_fates) if ours else '-')}; "
             f"RyuJIT: {_e(', '.join(theirs.il_fates))}</p><pre id=\"ryujit-clauses\">{clauses}</pre>"
             f"<details open><summary>RyuJIT's code</summary><pre id=\"ryujit-code\">{''.join(lines)}</pre></details>")
 
@@ -317,7 +319,7 @@ def compare_material(asm, image, run) -> dict | None:
         return None
     from ..check.r2r import check_method
     from .compare import our_side, r2r_body, ryujit_disassembly, ryujit_side
-    body = r2r_body(image, run.il.body.token)
+    body = r2r_body(image, run.il.body.token, instantiation=True)
     if body is None:
         return {"ours": our_side(run), "theirs": None, "check": None, "code": (),
                 "why": "no ReadyToRun body for this method (not precompiled, or generic)"}

@@ -104,3 +104,18 @@ def test_not_ready_to_run_is_unusable_input():
     assert r.returncode == 1
     assert r.stderr.startswith("llilc-eh: error: --compare-r2r: sample.dll has no ReadyToRun code")
     assert "Traceback" not in r.stderr and r.stdout == ""
+
+
+def test_a_generic_method_is_compared_with_an_instantiated_body():
+    """HashSet`1::UnionWith has no MethodDef body in System.Collections' image, only instantiated
+    ones: the one-method view shows the first of them and says so."""
+    dll = Corpus().framework_dir / "System.Collections.dll"
+    r = llilc("translate", str(dll), "--method", "HashSet`1::UnionWith", "--compare-r2r", "--json")
+    assert r.returncode == 0, r.stderr
+    theirs = json.loads(r.stdout)["methods"][0]["compare_r2r"]["ryujit"]
+    assert theirs["instantiation"] is True and theirs["il_fates"] == ["finally-became-fault"]
+    r2r = json.loads(llilc("r2r", str(dll), "--method", "HashSet`1::UnionWith", "--json").stdout)["methods"]
+    first = min(r2r, key=lambda m: m["rva"])
+    assert theirs["rva"] == first["rva"] and theirs["clauses_table"] == first["native_clauses"]
+    text = llilc("translate", str(dll), "--method", "HashSet`1::UnionWith", "--compare-r2r").stdout
+    assert "the generic definition has no body of its own; this is the first instantiated body" in text
