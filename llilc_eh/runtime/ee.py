@@ -348,6 +348,18 @@ class RuntimeJitEE(JitEEInterface):
         return getattr(self.metadata, name)
 
 
+def damage_metadata(metadata) -> None:
+    """The negative control "metadata-field-offset" (tests only): every instance field offset
+    the metadata JIT-EE answers shifted by 8, so that code built on the metadata's offsets is
+    wrong and code built on the runtime's is not."""
+    answer = metadata.field
+
+    def field(token: int):
+        f = answer(token)
+        return replace(f, offset=f.offset + 8) if f.is_static is False and f.offset is not None else f
+    metadata.field = field
+
+
 def _flags_of(md) -> dict:
     return {"static": md.is_static, "virtual": md.is_virtual, "abstract": md.is_abstract}
 
@@ -367,4 +379,4 @@ def _plain(value):
     return value
 
 
-__all__ = ["RuntimeJitEE"]
+__all__ = ["RuntimeJitEE", "damage_metadata"]

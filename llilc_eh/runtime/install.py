@@ -27,7 +27,11 @@ free at a call: the return register, no argument). Data: cells, filled with abso
 
 Negative controls (`RunConfig.damage`, for tests only): "try-end-short" installs every
 clause with its try end one byte short (the return address of a call that ends a try is then
-outside it: the runtime no longer finds the handler, the output must change).
+outside it: the runtime no longer finds the handler, the output must change);
+"jitee-field-offset" shifts the metadata offsets in the comparison only (compare.py);
+"metadata-field-offset" shifts every instance field offset the metadata JIT-EE answers, before
+the reader asks (ee.damage_metadata): with the runtime answering the output must not change,
+with metadata answering it must.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ from .structs import CORINFO_FLG_JIT_INTRINSIC, CorInfoTokenKind, CorJitFuncKind
 IMAGE_REL_BASED_REL32 = 0x10          # corinfo.h: recordRelocation's rel32 (jump stub if out of range)
 PVALUE_STUB = bytes.fromhex("48b8") + bytes(8) + bytes.fromhex("ff20")   # mov rax, imm64; jmp [rax]
 STUB_ALIGN = 16
-DAMAGES = ("try-end-short", "jitee-field-offset")
+DAMAGES = ("try-end-short", "jitee-field-offset", "metadata-field-offset")
 _REL32_EXTRA = {RelocationType.REL32: 0, RelocationType.REL32_1: 1, RelocationType.REL32_2: 2,
                 RelocationType.REL32_3: 3, RelocationType.REL32_4: 4, RelocationType.REL32_5: 5}
 
@@ -331,7 +335,7 @@ def _align(blob: bytearray, n: int) -> None:
 
 def damaged(clause_bytes: bytes, damage: str | None) -> bytes:
     """The clause table, or the negative control's damaged copy of it (module docstring)."""
-    if damage is None or damage == "jitee-field-offset":     # the latter is compare.py's
+    if damage is None or damage in ("jitee-field-offset", "metadata-field-offset"):   # compare.py's, ee.py's
         return clause_bytes
     from ..clauses.generate import decode_clauses, encode_clauses
     if damage != "try-end-short":

@@ -230,9 +230,12 @@ class Service:
             jitee = None
             if self.config.jitee == "runtime":
                 from .ee import RuntimeJitEE as jitee      # the reader asks the runtime (ee.py)
-            self._pipelines[key] = Pipeline(self.assembly(path), self.pool(), opt=self.config.opt,
-                                            options=options, differential=False, framework=RUN_FRAMEWORK,
-                                            jitee=jitee)
+            pipeline = Pipeline(self.assembly(path), self.pool(), opt=self.config.opt,
+                                options=options, differential=False, framework=RUN_FRAMEWORK, jitee=jitee)
+            if self.config.damage == "metadata-field-offset":    # a negative control (install.DAMAGES)
+                from .ee import damage_metadata
+                damage_metadata(getattr(pipeline.ee, "metadata", pipeline.ee))
+            self._pipelines[key] = pipeline
         return self._pipelines[key]
 
     def method_il(self, jit: JitInfo, method: int) -> bytes | None:

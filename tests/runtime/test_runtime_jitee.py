@@ -6,8 +6,10 @@ asks in `translate`, the runtime one (`runtime/ee.py`, ICorJitInfo) it asks insi
 - in a run (`--jitee runtime`, the default) every layout question the reader asked for each
   compiled method is answered by both and they agree; each kind of question occurs (field
   offsets, value class, sizes, GC references, GC layout, SysV classification, method
-  attributes); with the metadata offsets damaged (negative control) the reader's offset
-  answers all differ, and the program's output does not change -- the reader took the runtime's;
+  attributes); with the metadata offsets damaged in the comparison the reader's offset
+  answers all differ; damaged before the reader asks (the negative control) the output stays
+  RyuJIT's when the runtime answers and breaks when metadata does -- the reader builds on
+  the runtime's answers;
 - `--jitee metadata` gives the same output and records that metadata answered;
 - the run binds references in .NET Core even for an assembly whose own choice would be Mono.
 The comparison over every method of the suite is in test_run_il.py / test_run_cs.py
@@ -126,3 +128,18 @@ def test_the_run_binds_in_netcore_whatever_the_assembly_targets(tmp_path):
     assert Service(RunConfig(program=str(exe), assembly="mono_only", search_dirs=[str(tmp_path)],
                              events=str(tmp_path / "events"), jitee="metadata"),
                    trampoline=None).pipeline("mono_only").ee.framework[0].name == "netcore"
+
+
+def test_the_reader_builds_on_the_runtimes_answers(values_exe, run_captured):
+    """The negative control that tells who answered: every instance field offset the metadata
+    JIT-EE gives shifted by 8 *before the reader asks*. With the runtime answering the code is
+    still right (the output is RyuJIT's, every offset question differs); with metadata
+    answering the same damage breaks the program -- so the runtime's answers are the ones used,
+    and this test could see it if they were not."""
+    oracle = run_on_coreclr(values_exe)
+    ours = run_captured(values_exe, compare_jitee=True, damage="metadata-field-offset")
+    assert (ours.stdout.decode(), ours.exit_code) == (oracle.stdout, oracle.returncode)
+    offsets = [a for a in ours.report["jitee"] if a["source"] == "reader" and a["question"] == "field offset"]
+    assert offsets and not any(a["agree"] for a in offsets)
+    broken = run_captured(values_exe, jitee="metadata", damage="metadata-field-offset")
+    assert (broken.stdout.decode(), broken.exit_code) != (oracle.stdout, oracle.returncode)
