@@ -5,6 +5,8 @@ a user would run, every outcome classified.
     tools/mutate.py --count 5000 --seed 0 --jobs 1            # the campaign, outcomes by stage/kind
     tools/mutate.py --replay 1234                              # one mutant again, with its traceback
     tools/mutate.py --replay 1234 --write mutant.dll          # ... and its bytes, to try the CLI on
+    tools/mutate.py --count 5000 --show reader/llvm-parse      # also the seeds of a named outcome
+    tools/mutate.py --source X.dll --source Y.dll ...         # other assemblies than the default three
 
 Why: a researcher hands the tool files we never saw. Whatever is damaged in them must come
 back as a named error of the stage that reads it (`AssemblyError` for the file, its metadata
@@ -44,7 +46,6 @@ from __future__ import annotations
 import argparse
 import collections
 import multiprocessing
-import os
 import random
 import re
 import signal
@@ -60,7 +61,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from llilc_eh.assembly.body import parse_body  # noqa: E402
 from llilc_eh.assembly.loader import METHODDEF_TABLE, Assembly  # noqa: E402
 from llilc_eh.assembly.r2r.structs import (ExceptionLookupEntry, ReadyToRunHeader,  # noqa: E402
                                            RuntimeFunctionAmd64)
@@ -431,11 +431,6 @@ def s_il(rng, a, data) -> str:
             data[at + 1] = rng.randrange(0x20)
         return f"{where}: opcode byte 0x{old:02X} -> 0x{data[at]:02X}"
     return f"{where}: " + scribble(rng, data, at, at + ins.size)
-
-
-_CLAUSE_VALUES = {
-    "flags": lambda rng, old, code: rng.choice((0, 1, 2, 4, 3, 5, 8, 0x10, rng.randrange(1 << 16))),
-}
 
 
 def s_eh_section(rng, a, data) -> str:
