@@ -216,7 +216,8 @@ def test_interrupted_run(how):
     else:
         os.kill(p.pid, signal.SIGTERM)
     out, err = p.communicate(timeout=120)
-    assert p.returncode == (130 if how == "SIGINT-group" else 143), err
-    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert p.returncode == (130 if how == "SIGINT-group" else 143), (out[-500:], err)
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert "interrupted: " in out, (out[-500:], err)
     finished = int(out.split("interrupted: ")[1].split(" of 4")[0])
-    assert 1 <= finished < 4
+    assert 1 <= finished < 4, (out[-500:], err)
