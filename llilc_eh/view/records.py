@@ -34,6 +34,7 @@ DIFF_FIELDS = (
     ("code size", ("ours", "code_size")),
     ("funclets", ("ours", "funclets")),
     ("differential", ("differential",)),
+    ("dispatch mismatches", ("dispatch", "mismatches")),
 )
 
 
