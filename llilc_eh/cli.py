@@ -34,13 +34,28 @@ import traceback
 from importlib import resources
 from pathlib import Path
 
-from . import batch
-from .assembly.loader import Assembly
-from .assembly.r2r.reader import ReadyToRunImage
-from .clauses.validate import DEFAULT_PROFILE, ERROR, Profile
+from .clauses.validate import DEFAULT_PROFILE, Profile
 from .errors import LlilcEhError
-from .il.listing import clause_text, render, to_json
-from .il.method import analyze
+
+# The pipeline's modules are imported by `main` (`_import_commands`), after its interrupt
+# handling is in place and only when a command runs: the parser and `--help` load no LLVM,
+# capstone or metadata reader (and a Ctrl-C while they load is "interrupted", 130).
+batch = Assembly = ReadyToRunImage = ERROR = clause_text = render = to_json = analyze = None
+
+
+def _import_commands() -> None:
+    """Bind the names above that are still unbound (a test may have replaced one)."""
+    from . import batch
+    from .assembly.loader import Assembly
+    from .assembly.r2r.reader import ReadyToRunImage
+    from .clauses.validate import ERROR
+    from .il.listing import clause_text, render, to_json
+    from .il.method import analyze
+    for name, value in (("batch", batch), ("Assembly", Assembly), ("ReadyToRunImage", ReadyToRunImage),
+                        ("ERROR", ERROR), ("clause_text", clause_text), ("render", render),
+                        ("to_json", to_json), ("analyze", analyze)):
+        if globals()[name] is None:
+            globals()[name] = value
 
 # The sample method `llilc-eh` and `llilc-eh translate` show by default: a filter, a filter
 # handler holding a try/finally inside a try/catch and a second try/finally -- duplicate
@@ -625,6 +640,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             args = _parse(argv)
             debug = args.debug
+            _import_commands()
             batch.tune_gc()
             return args.func(args)
         except UsageError as e:

@@ -91,6 +91,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from llilc_eh.assembly.corpus import Corpus
 from llilc_eh.assembly.loader import Assembly
+from llilc_eh.backend.cache import LlvmCache
 from llilc_eh.backend.codegen import OBJECT_ROUTES, CodegenPool, CodegenResult
 from llilc_eh.batch import tune_gc
 from llilc_eh.check.toolchain import write_runtimeconfig
@@ -368,6 +369,54 @@ def ryujit_lines(runs: list[MethodRun], owners: list[str], times: dict[str, dict
                          per_method_ratio_median=round(statistics.median(per), 2))
         record[mode] = entry
     return record
+
+
+# -- the LLVM result cache: cold vs warm validate --translate --------------------------------------
+
+def cache_runs(args) -> int:
+    """`validate --translate --json` twice over the assemblies with a fresh LLVM result cache:
+    cold (every module compiled and stored), then warm (every module read back). Wall and CPU
+    time of each (the command and all its processes: RUSAGE_CHILDREN), and the two reports
+    compared byte for byte."""
+    import resource
+    corpus = Corpus()
+    paths = resolve(args.assembly + args.assemblies, corpus)
+    cli = [sys.executable, "-m", "llilc_eh.cli", "validate", *map(str, paths), "--translate", "--quiet",
+           "--opt", str(args.opt), "--jobs", str(args.cache_jobs)]
+    figures = {}
+    with tempfile.TemporaryDirectory(prefix="llilc-eh-cache-bench-") as tmp:
+        env = dict(os.environ, LLILC_EH_LLVM_CACHE=str(Path(tmp) / "llvm"))
+        reports = {}
+        for run in ("cold", "warm"):
+            out = Path(tmp) / f"{run}.json"
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t0 = time.perf_counter()
+            proc = subprocess.run([*cli, "--json", str(out)], env=env, capture_output=True, text=True,
+                                  cwd=Path(__file__).resolve().parents[1])
+            wall = time.perf_counter() - t0
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+            if proc.returncode not in (0, 2) or not out.is_file():
+                print(f"bench: validate --translate ({run}) exited {proc.returncode}: {proc.stderr.strip()[-2000:]}")
+                return 1
+            reports[run] = out.read_bytes()
+            line = next((x for x in proc.stdout.splitlines() if x.startswith("pipeline:")), "")
+            entries, size = LlvmCache(Path(tmp) / "llvm").size()
+            figures[run] = {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "exit": proc.returncode,
+                            "cache_entries": entries, "cache_mb": round(size / (1 << 20), 2)}
+            print(f"{run:>5}: wall {wall:7.2f} s, CPU {cpu:7.2f} s (all processes), exit {proc.returncode}; "
+                  f"cache {entries} entries, {size / (1 << 20):.1f} MB")
+            print(f"       {line}")
+    identical = reports["cold"] == reports["warm"]
+    speedup = figures["cold"]["wall_s"] / figures["warm"]["wall_s"]
+    cpu_speedup = figures["cold"]["cpu_s"] / figures["warm"]["cpu_s"]
+    print(f"warm vs cold: {speedup:.2f}x faster by wall, {cpu_speedup:.2f}x by CPU; JSON reports "
+          f"{'byte-identical' if identical else 'DIFFER'} ({len(reports['cold'])} bytes)")
+    print(json.dumps({"bench": "llvm cache", "assemblies": [p.name for p in paths], "opt": args.opt,
+                      "jobs": args.cache_jobs, **figures, "wall_speedup": round(speedup, 2),
+                      "cpu_speedup": round(cpu_speedup, 2), "identical": identical,
+                      "load_average": round(os.getloadavg()[0], 2)}, sort_keys=True))
+    return 0 if identical else 2
 
 
 # -- reporting ---------------------------------------------------------------------------------
@@ -684,6 +733,9 @@ def main() -> int:
     ap.add_argument("--profile", type=int, metavar="N",
                     help="cProfile N EH methods of the first assembly instead (front and back half)")
     ap.add_argument("--top", type=int, default=15, help="functions per profile table (default 15)")
+    ap.add_argument("--cache-runs", action="store_true",
+                    help="time validate --translate cold then warm with a fresh LLVM result cache instead")
+    ap.add_argument("--cache-jobs", type=int, default=1, metavar="N", help="--jobs of those runs (default 1)")
     ap.add_argument("--no-ryujit", dest="ryujit", action="store_false",
                     help="do not run RyuJIT (tools/ryujit_bench.cs on CoreCLR 3.1) beside ours")
     ap.add_argument("--ryujit-repeats", type=int, default=3, metavar="N",
@@ -692,6 +744,8 @@ def main() -> int:
     if args.jobs < 1:
         ap.error("--jobs must be at least 1")
     tune_gc()       # as the CLI does
+    if args.cache_runs:
+        return cache_runs(args)
     return profile(args) if args.profile else bench(args)
 
 

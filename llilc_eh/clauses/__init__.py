@@ -21,19 +21,13 @@ distinct tries, split tries) are documented in `validate.py`; how a try range fo
 the calls, in `generate.py`; LLVM's quirks, in `differential.py`.
 """
 
-from .differential import Difference, Differential, compare_with_llvm, llvm_differential
-from .generate import (
-                       CallSiteMatch,
-                       PlacedCall,
-                       PlacedCode,
-                       decode_clauses,
-                       encode_clauses,
-                       funclet_code,
-                       generate_clauses,
-                       match_call_sites,
-                       placed_from_image,
-                       placed_from_recovered,
-)
+import importlib
+from typing import TYPE_CHECKING
+
+# `validate` is imported now: its name is also a submodule's, and the package attribute must
+# stay the function whatever is imported later. The rest is imported on first use (PEP 562):
+# `differential` and `generate` reach the backend (LLVM, capstone), which the command line's
+# parser, needing only the profiles, must not load (`llilc-eh --help`).
 from .validate import (
                        CONVENTION,
                        DEFAULT_PROFILE,
@@ -47,6 +41,42 @@ from .validate import (
                        error_findings,
                        validate,
 )
+
+_LAZY = {
+    "Difference": "differential", "Differential": "differential", "compare_with_llvm": "differential",
+    "llvm_differential": "differential",
+    **dict.fromkeys(("CallSiteMatch", "PlacedCall", "PlacedCode", "decode_clauses", "encode_clauses",
+                     "funclet_code", "generate_clauses", "match_call_sites", "placed_from_image",
+                     "placed_from_recovered"), "generate"),
+}
+
+if TYPE_CHECKING:
+    from .differential import Difference, Differential, compare_with_llvm, llvm_differential
+    from .generate import (
+                           CallSiteMatch,
+                           PlacedCall,
+                           PlacedCode,
+                           decode_clauses,
+                           encode_clauses,
+                           funclet_code,
+                           generate_clauses,
+                           match_call_sites,
+                           placed_from_image,
+                           placed_from_recovered,
+    )
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 __all__ = [
                        "CONVENTION",
