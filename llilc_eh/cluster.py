@@ -18,9 +18,10 @@ Faults: Dask reschedules the tasks of a worker that dies (killed, or an LLVM abo
 escaped the CodegenPool's isolation) on another worker; a result is delivered once per
 future and `merge` checks that every planned method is covered exactly once, so nothing is
 lost or counted twice. A task that kills `allowed-failures` workers fails with KilledWorker:
-its methods are then resubmitted one per task, and a single method (or a file's native part)
-that still kills workers becomes one failure record, stage `batch`, kind `worker-lost`; the
-run finishes.
+its methods are then resubmitted one per task; a single method (or a file's native part)
+that reaches the limit is run once more alone (Dask also blames the tasks queued beside the
+culprit), and if it still kills workers it becomes one failure record, stage `batch`, kind
+`worker-lost`; the run finishes.
 
 Each Dask worker process runs the pipeline with its own LLVM CodegenPool (`batch._pool`, one
 per process, started lazily: subprocess.Popen works from Dask's daemonic worker processes).
