@@ -438,13 +438,17 @@ def check_ours(run, oracle: TypeOracle) -> DispatchCheck | None:
             unchecked["calls without an IL offset"] += 1
             continue
         sites.append((call.il_offset, p.callsite, p.return_address))
+    tail = {n for f in (run.recovered.functions if run.recovered is not None else ())
+            for c in f.calls if c.return_offset is None for n in c.callsites}
     for c in model.calls:
         if c.callsite is None or c.callsite in seen:
             continue
         if model.funclets[c.funclet].kind.value == "filter":
             unchecked["in a filter (swallowed)"] += 1
+        elif c.callsite in tail:
+            unchecked["calls LLVM turned into tail jumps (the frame is gone)"] += 1
         else:
-            unchecked["calls LLVM removed or turned into tail calls"] += 1
+            unchecked["calls LLVM removed (folded checks, dead code)"] += 1
     # Outlined filters are functions of their own, outside the model's calls: an exception
     # raised in one is swallowed (the filter declines), so their calls are counted only.
     in_filters = sum(1 for r in run.image.ranges if r.kind.value == "filter" and run.recovered is not None
