@@ -347,6 +347,8 @@ def timings_text(view: MethodView) -> str:
     total = sum(v for k, v in seconds.items() if k != "codegen")   # codegen-wait holds the worker's time
     lines.append(f"  {'total':<14} {total * 1000:9.2f} ms  (codegen = the LLVM worker's own time, "
                  "inside codegen-wait)")
+    if getattr(view.run.codegen, "cached", False):
+        lines.append("  LLVM did not run: its result came from the LLVM result cache (--no-cache reruns it)")
     return "\n".join(lines)
 
 
