@@ -269,7 +269,8 @@ def _recorder(asm: Assembly, report: FileReport, opt: int, profile: str, clone_f
 def dispatch_counts(check) -> Counter:
     """One method's dispatch check as summary counts (`unchecked: REASON` per reason)."""
     c = Counter(methods=1, call_sites=len(check.sites), scenarios=check.scenarios,
-                mismatches=len(check.mismatches), explained=len(check.mismatches) - len(check.unexplained))
+                mismatches=len(check.mismatches), explained=len(check.mismatches) - len(check.unexplained),
+                weakly_explained=sum(1 for m in check.mismatches if m.explanation and "WEAK" in m.explanation))
     c.update({f"unchecked: {k}": v for k, v in check.unchecked.items()})
     return c
 
@@ -280,7 +281,8 @@ def dispatch_line(ours: list[Counter], ryujit: list[Counter]) -> str:
     def part(counters: list[Counter]) -> str:
         c = sum(counters, Counter())
         text = (f"{c['methods']} methods, {c['call_sites']} call sites, {c['scenarios']} scenarios, "
-                f"{c['mismatches']} mismatches" + (f" ({c['explained']} explained)" if c["explained"] else ""))
+                f"{c['mismatches']} mismatches" + (f" ({c['explained']} explained, {c['weakly_explained']} of them "
+                                                   f"weakly)" if c["explained"] else ""))
         rest = sorted((k.split(": ", 1)[1], v) for k, v in c.items() if k.startswith("unchecked: "))
         judged = [(k.split(": ", 1)[1], v) for k, v in rest if k.startswith("of them: ")]
         rest = [(k, v) for k, v in rest if not k.startswith("of them: ")]

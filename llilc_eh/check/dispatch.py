@@ -593,20 +593,25 @@ def ryujit_clause_maps(il_method, native, comparison, bounds, *, synchronized: b
 
 
 CLONED = "of them: calls in a finally's normal-path copy (same callee as its funclet)"
-MISPLACED = "the debug info misplaces the call: IL_{:04x} ({}) dispatches alike"
+MISPLACED = "the debug info misplaces the call: IL_{:04x}, {}, dispatches alike"
 
 
 def _judge(il_method, il: int, statements, ret: int, callee, funclet_callees, clauses, il_of, filter_of,
-           oracle, synchronized: bool, dropped, unchecked: Counter, same_code=None) -> tuple[int, str | None]:
+           oracle, synchronized: bool, dropped, unchecked: Counter, same_code=None,
+           nearby: Sequence[int] = ()) -> tuple[int, str | None]:
     """The IL offset to judge a RyuJIT call at, and an explanation should it still differ.
     The bounds' own offset if it dispatches alike; else a finally this call is a normal-path
     copy of (`cloned_finally_candidates`: structural evidence only; `same_code(k)`: the
     finally's try lies in the code range -- main body or funclet -- holding the call, where
     its normal-path copy must be), counted. Otherwise the
-    bounds' offset stays and the call is a mismatch -- *explained* when some region of the
-    method dispatches alike (the bounds are sparse in optimized code, STACK_EMPTY entries
-    only, and code that loop cloning or tail duplication moved keeps the last entry before
-    it), unexplained when no IL point dispatches so."""
+    bounds' offset stays and the call is a mismatch -- *explained* when an IL offset the call
+    may really come from dispatches alike: one inside its statement as the bounds delimit it
+    ([offset, the next IL offset they name): sparse bounds skip a try's first statement), or
+    another statement the bounds name in the same code range (`nearby`: main body or
+    funclet; code that loop cloning or tail duplication moved keeps the last entry before
+    it); weakly, any region of the method (where the bounds name no statement in the region
+    that covers the call: the explanation says WEAK, and the counts keep it apart);
+    unexplained otherwise."""
     tree = il_method.regions
 
     def alike(k: int) -> bool:
@@ -621,9 +626,20 @@ def _judge(il_method, il: int, statements, ret: int, callee, funclet_callees, cl
         if alike(k):
             unchecked[CLONED] += 1
             return k, None
-    for r in tree.regions:
-        if alike(r.start if r.kind is not RegionKind.ROOT else 0):
-            return il, MISPLACED.format(r.start, r.label)
+    tried = {tree.innermost(il).index}
+    i = bisect.bisect_right(statements, il)
+    end = statements[i] if i < len(statements) else il_method.body.code_size
+    inside = [ins.offset for ins in il_method.instructions if il < ins.offset < end]
+    anywhere = [r.start for r in tree.regions if r.kind is not RegionKind.ROOT] + [0]
+    for where, offsets in (("inside the statement the bounds name", inside),
+                           ("a statement the bounds name in the same code range", nearby),
+                           ("WEAK: only some region of the method -- the bounds place no statement there", anywhere)):
+        for k in offsets:
+            r = tree.innermost(k).index
+            if r not in tried:
+                tried.add(r)
+                if alike(k):
+                    return il, MISPLACED.format(k, where)
     return il, None
 
 
@@ -676,9 +692,11 @@ def check_ryujit(asm, m, bounds, il_method, comparison, oracle: TypeOracle, *,
                 return any(range_of(c.try_start) == holder for i, c in enumerate(m.native.clauses)
                            if il_of.get(i) == k and not c.is_duplicate and not c.is_cloned_finally)
 
+            nearby = sorted({e.il_offset for e in bounds.entries
+                             if e.il_offset >= 0 and range_of(e.native_offset) == holder})
             il, why = _judge(il_method, il, statements, ret, target if target is not None else cell,
                              funclet_callees, m.native.clauses, il_of, filter_of, oracle, synchronized,
-                             dropped, unchecked, same_code)
+                             dropped, unchecked, same_code, nearby)
             sites.append((il, None, ret, why))
     empty = tries_without_sites(tree, [s[0] for s in sites])
     if empty:

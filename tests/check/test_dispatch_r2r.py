@@ -71,7 +71,7 @@ def _check(corelib, m, il, bounds, sync, native=None):
 
 
 def test_corelib_dispatches_as_its_il_says(corelib):
-    sites = scenarios = mismatches = 0
+    sites = scenarios = mismatches = weak = 0
     unexplained = []
     for m, il, bounds, sync in _bodies(corelib):
         d = _check(corelib, m, il, bounds, sync)
@@ -79,9 +79,11 @@ def test_corelib_dispatches_as_its_il_says(corelib):
         scenarios += d.scenarios
         mismatches += len(d.mismatches)
         unexplained += d.unexplained
+        weak += sum(1 for s in d.sites if not s.equal and "WEAK" in (s.explanation or ""))
     assert sites > 14000 and scenarios > 17000
     assert [str(u) for u in unexplained] == []
     assert mismatches < 0.02 * scenarios       # explained ones: imprecise bounds, rare
+    assert weak <= 0.001 * sites, weak         # and those only some region explains, rarer
 
 
 def _covers(c, pc):
