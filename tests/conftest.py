@@ -7,6 +7,7 @@ failure, never a skip.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,10 @@ IL_DIR = TESTS_DIR / "il"
 
 def pytest_configure(config):
     tune_gc()       # the suite runs the pipeline over many methods, as a batch does
+    # The commands the tests run compile with LLVM every time (a test of the pipeline must
+    # exercise it, whatever an earlier run left in the user's cache); tests/backend/
+    # test_cache.py tests the cache in folders of its own. Set the variable to opt in.
+    os.environ.setdefault("LLILC_EH_LLVM_CACHE", "off")
 
 
 def il_sources() -> list[Path]:
