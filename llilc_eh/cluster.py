@@ -286,9 +286,11 @@ def _connect(address: str, allowed_failures: int | None):
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
             # dashboard_address ":0": the scheduler's HTTP routes (health, metrics) on a free
-            # port; None would still take 8787 and warn when another cluster holds it.
+            # port; None would still take 8787 and warn when another cluster holds it. Logs
+            # only if critical: a lost worker's result is logged as an ERROR ("Couldn't gather
+            # keys") although Dask then recomputes it; our records say what matters.
             cluster = LocalCluster(n_workers=where, threads_per_worker=1, processes=True,
-                                   dashboard_address=":0", silence_logs=logging.ERROR)
+                                   dashboard_address=":0", silence_logs=logging.CRITICAL)
         finally:
             signal.signal(signal.SIGINT, previous)
         client = Client(cluster)
@@ -305,8 +307,8 @@ def run(files: list[str], jobs: int = 1, progress: bool = True, finished: dict |
         address: str = "local", chunk: int = CHUNK, send: bool = False, client=None,
         allowed_failures: int | None = None, on_part=None, **options) -> list[batch.FileReport]:
     """`batch.run` on a Dask cluster: the same reports, in input order. `options` are
-    `validate_file`'s (translate, opt, references, ...); `jobs` is ignored (the cluster's
-    workers are the jobs). `client`: a connected distributed.Client to use instead of
+    `validate_file`'s (translate, opt, references, ...); `jobs` is the worker count of a
+    plain `local` (else the cluster's workers are the jobs). `client`: a connected distributed.Client to use instead of
     `address`. `on_part(part, done, total)` is called in this thread after each finished
     part (the tests kill a worker from it)."""
     from distributed import as_completed
@@ -319,6 +321,8 @@ def run(files: list[str], jobs: int = 1, progress: bool = True, finished: dict |
     parts = plan(files, chunk)
     close = []
     if client is None:
+        if address == "local" and jobs > 1:              # `--cluster local --jobs N`: N workers
+            address = f"local:{jobs}"
         client, owned = _connect(address, allowed_failures)
         close = [client] + ([owned] if owned else [])
     # The progress `--jobs` shows (view.progress: rich's bar in EH methods with an ETA on a
