@@ -178,15 +178,19 @@ def summary(report: dict) -> str:
     for m in ([] if report.get("all_eh") else d):     # --all-eh: by reason above; each in --report
         lines.append(f"  declined  {m['method']}: {m['reason']}")
     if "jitee" in report:
-        differ = [a for a in report["jitee"] if not a["agree"]]
+        differ = [a for a in report["jitee"] if a["agree"] is False]
+        unanswered = [a for a in report["jitee"] if a["agree"] is None]
         lines.append(f"  JIT-EE: {len(report['jitee'])} metadata answer(s) asked of the runtime, {len(differ)} differ"
-                     f" (reader's questions answered by the {report.get('jitee_impl', 'runtime')})")
+                     + (f", {len(unanswered)} metadata could not answer" if unanswered else "")
+                     + f" (reader's questions answered by the {report.get('jitee_impl', 'runtime')})")
         counts: dict[str, int] = {}
         for a in report["jitee"]:
             counts[a["question"]] = counts.get(a["question"], 0) + 1
         lines.append("    " + ", ".join(f"{q} {n}" for q, n in sorted(counts.items())))
         lines.extend(f"    differs  {a['method']}: {a['question']} {a['token']}: metadata {a['metadata']}, "
                      f"runtime {a['runtime']}" for a in differ)
+        lines.extend(f"    metadata has no answer  {a['method']}: {a['question']} {a['token']}: runtime {a['runtime']}"
+                     for a in unanswered)
     return "\n".join(lines)
 
 

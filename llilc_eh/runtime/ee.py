@@ -28,8 +28,10 @@ logged as refused.
 
 Every question the reader asks is logged with both answers (metadata, runtime) for the
 method being compiled (`bind` starts a method, `asked()` gives its log): that log is the
-comparison runtime/compare.py reports and tests/runtime require to agree. When they differ,
-the reader gets the runtime's answer.
+comparison runtime/compare.py reports and tests/runtime require to agree (`agree` None: the
+metadata had no answer -- e.g. the SysV classification of an explicit-layout struct, which
+the metadata reader refuses and the runtime gives). When they differ, the reader gets the
+runtime's answer.
 
 One instance per assembly (the handles it caches are the runtime's and live as long as the
 process); `bind(jit, info)` before each method, since an ICorJitInfo is valid for one
@@ -92,7 +94,9 @@ class RuntimeJitEE(JitEEInterface):
     def _record(self, question: str, key: str, metadata, runtime) -> None:
         if (question, key) in self._log:
             return
-        agree = metadata == runtime
+        # None: metadata has no answer (a layout it cannot walk, e.g. explicit layout), the
+        # runtime has one -- not a disagreement; code built on metadata would be declined
+        agree = None if metadata is None and not isinstance(runtime, str) else metadata == runtime
         self._log[(question, key)] = {"question": question, "token": key, "metadata": _plain(metadata),
                                       "runtime": _plain(runtime), "agree": agree}
 

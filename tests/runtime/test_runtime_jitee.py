@@ -143,3 +143,23 @@ def test_the_reader_builds_on_the_runtimes_answers(values_exe, run_captured):
     assert offsets and not any(a["agree"] for a in offsets)
     broken = run_captured(values_exe, jitee="metadata", damage="metadata-field-offset")
     assert (broken.stdout.decode(), broken.exit_code) != (oracle.stdout, oracle.returncode)
+
+
+def test_the_runtime_answers_what_metadata_cannot(tmp_path, run_captured):
+    """An explicit-layout struct by value: metadata has no SysV classification for it (the
+    reader refuses such methods when metadata answers), the runtime has one -- its methods are
+    ours and print RyuJIT's output; the log says metadata had no answer (agree None), never
+    that the two disagreed."""
+    exe = _mcs(PROGRAMS / "explicit_layout.cs", tmp_path / "explicit_layout.exe")
+    oracle = run_on_coreclr(exe)
+    ours = run_captured(exe, compare_jitee=True)
+    assert (ours.stdout.decode(), ours.exit_code) == (oracle.stdout, oracle.returncode)
+    assert {c["method"] for c in ours.report["compiled"]} == {"Explicit::Make", "Explicit::Sum"}
+    assert [a for a in ours.report["jitee"] if a["agree"] is False] == []
+    unanswered = {(a["question"], a["metadata"], tuple(a["runtime"])) for a in ours.report["jitee"]
+                  if a["agree"] is None}
+    assert ("SysV classification", None, ("i64", "i64")) in unanswered
+    metadata = run_captured(exe, jitee="metadata")
+    assert (metadata.stdout.decode(), metadata.exit_code) == (oracle.stdout, oracle.returncode)
+    assert {d["method"] for d in metadata.report["declined"]} == {"Explicit::Make", "Explicit::Sum"}
+    assert all("abi-unsupported" in d["reason"] for d in metadata.report["declined"])
