@@ -46,7 +46,7 @@ from ..backend.coff import RelocationType
 from ..errors import LlilcEhError
 from .jitinfo import JitInfo, JitInfoTrap
 from .service import Declined
-from .structs import CORINFO_FLG_JIT_INTRINSIC, CorInfoTokenKind, CorJitFuncKind, InfoAccessType
+from .structs import CORINFO_FLG_JIT_INTRINSIC, CORINFO_FLG_SHAREDINST, CorInfoTokenKind, CorJitFuncKind, InfoAccessType
 
 IMAGE_REL_BASED_REL32 = 0x10          # corinfo.h: recordRelocation's rel32 (jump stub if out of range)
 PVALUE_STUB = bytes.fromhex("48b8") + bytes(8) + bytes.fromhex("ff20")   # mov rax, imm64; jmp [rax]
@@ -207,7 +207,16 @@ def _call_target(jit: JitInfo, info, ext, il_of) -> CallTarget:
         # CoreLib's own intrinsics (Internal.Runtime.CompilerServices.Unsafe, ...) have IL that
         # only throws: RyuJIT expands them, a call to the IL is wrong (PlatformNotSupportedException)
         raise Declined(f"calls {ext.symbol}, a JIT intrinsic whose IL never returns (only RyuJIT expands it)")
-    access, addr = jit.function_entry_point(rt.hMethod)
+    method = rt.hMethod
+    if jit.method_attribs(method) & CORINFO_FLG_SHAREDINST:
+        # shared generic code whose caller passes the class or method as a hidden argument
+        # (a generic struct's method over a reference type -- `this` is a byref -- a static or
+        # generic method): we pass none, so call what the runtime makes callable without one,
+        # the instantiating stub (a class's instance method stays shared: `this` carries the
+        # class). Before, AsyncTaskMethodBuilder<string>::SetResult crashed and
+        # KeyValuePair<string,int>::get_Key threw
+        method = jit.exact_method(rt) or method
+    access, addr = jit.function_entry_point(method)
     if access not in (InfoAccessType.IAT_VALUE, InfoAccessType.IAT_PVALUE) or not addr:
         raise Declined(f"entry point of 0x{ext.token:08X}: {access.name} 0x{addr:x}")
     return CallTarget(ext.symbol, access, addr)

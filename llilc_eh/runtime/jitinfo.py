@@ -187,6 +187,18 @@ class JitInfo:
             raise JitInfoTrap("embedGenericHandle: the handle needs a runtime lookup")
         return InfoAccessType(result.lookup.constLookup.accessType), result.lookup.constLookup.addr or 0
 
+    def exact_method(self, rt) -> int:
+        """The method a resolved call token names, exactly: embedGenericHandle's compile-time
+        handle (FindOrCreateAssociatedMethodDesc with the token's class, allowInstParam FALSE).
+        For a MemberRef on a generic instantiation resolveToken gives the code shared between
+        instantiations (KeyValuePair<__Canon,int>::get_Key), whose caller must pass the hidden
+        instantiation argument; this gives the instantiating stub, which passes it itself."""
+        result = CORINFO_GENERICHANDLE_RESULT()
+        self.trapped("embedGenericHandle", ctypes.addressof(rt), 0, ctypes.addressof(result))
+        if result.lookup.lookupKind.needsRuntimeLookup:
+            raise JitInfoTrap("embedGenericHandle: the method needs a runtime lookup")
+        return result.compileTimeHandle or 0
+
     def embed_method_handle(self, method: int) -> tuple[int, int]:
         indirect = ctypes.c_void_p(0)
         handle = self.trapped("embedMethodHandle", method, ctypes.addressof(indirect))

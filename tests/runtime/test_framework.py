@@ -89,3 +89,15 @@ def test_reason_classes_aggregate_what_names_one_method():
         ("internal error", 1),
         ("resolving …: class 0x… cell: the runtime threw in resolveToken", 1)]
     assert groups[0]["methods"] == ["A::x", "B::y"]
+
+
+def test_calls_into_shared_generic_struct_code(run_captured, tmp_path):
+    """AsyncTaskMethodBuilder<string> and KeyValuePair<string,int> from our code: the output is
+    RyuJIT's (before: SIGSEGV in S1, and G1 printed "caught"); an async Task<string> method too."""
+    exe = _mcs(PROGRAMS_DIR / "shared_struct.cs", tmp_path / "shared_struct.exe")
+    oracle = run_on_coreclr(exe)
+    assert "kv[kv, 1]" in oracle.stdout and "ok2" in oracle.stdout
+    out = run_captured(exe)
+    assert (out.stdout.decode(), out.exit_code) == (oracle.stdout, oracle.returncode), out.stderr.decode()[-2000:]
+    assert {c["method"] for c in out.report["compiled"]} >= {"Shared::S1", "Shared::S2", "Shared::I1", "Shared::G1"}
+    assert out.report["declined"] == []

@@ -30,16 +30,10 @@ from llilc_eh.runtime.driver import reason_class
 
 WORKLOADS_DIR = Path(__file__).resolve().parent / "workloads"
 WORKLOADS = sorted(p.stem for p in WORKLOADS_DIR.glob("*.cs"))
-KNOWN_BREAKS: dict[str, str] = {        # workload -> the measured reason (strict xfail)
-    # not the framework: the program's own async state machine. Bisected with `run --only`:
-    # Concurrency/<Pipeline>c__async2::MoveNext alone breaks it (its result string is garbage:
-    # NullReferenceException in StreamWriter.WriteLine; plain `run`, R2R on, the same). Reduced:
-    # every async method returning Task<string> breaks (SIGSEGV or NRE), Task<int> ones run --
-    # the calls into AsyncTaskMethodBuilder`1<string>, code shared between instantiations of a
-    # generic struct, need the hidden instantiation argument the reader does not pass
-    "concurrency": "an async Task<string> MoveNext compiled by us breaks (AsyncTaskMethodBuilder<string>: "
-                   "shared generic struct code without its instantiation argument)",
-}
+KNOWN_BREAKS: dict[str, str] = {}       # workload -> the measured reason (strict xfail)
+# (concurrency was one until the installer called instantiating stubs: its own async
+# Task<string> MoveNext, bisected with `run --only`, called AsyncTaskMethodBuilder<string>'s
+# shared code without the hidden instantiation argument -- tests/runtime/test_framework.py)
 #: every reason class a decline may have today (driver.reason_class); generic code, IL stubs and
 #: the runtime's own intrinsics are the known gaps (docs/runtime.md)
 KNOWN_REASONS = {
