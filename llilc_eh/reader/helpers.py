@@ -127,6 +127,9 @@ _HELPER_LIST = (
             [OUT_OF_MEMORY]),
     _helper("CORINFO_HELP_NEWSFAST", "ptr", ["ptr"],
             "newobj: allocate a small, non-finalizable object of a class", [OUT_OF_MEMORY]),
+    _helper("CORINFO_HELP_NEW_MDARR_NONVARARG", "ptr", ["ptr", "i32", "ptr"],
+            "newobj of a multi-dimensional array: (array class, argument count, the int32 lengths -- or "
+            "lower bounds and lengths -- in memory) (JIT_NewMDArrNonVarArg)", [OVERFLOW, OUT_OF_MEMORY]),
     _helper("CORINFO_HELP_NEWARR_1_VC", "ptr", ["ptr", "i64"],
             "newarr of a value type: (array method table, length) (JIT_NewArr1)", [OVERFLOW, OUT_OF_MEMORY]),
     _helper("CORINFO_HELP_NEWARR_1_OBJ", "ptr", ["ptr", "i64"],

@@ -768,6 +768,19 @@ class BlockTranslator:
         info = tr.ee.method(ins.operand)
         name = ins.op.name
         args = [self.pop(ins.offset) for _ in info.params][::-1]
+        if name == "newobj" and tr.target.data_cells and isinstance(info.owner_type, ArrayType):
+            # CoreCLR allocates a multi-dimensional array with CORINFO_HELP_NEW_MDARR_NONVARARG (the
+            # array's class, the int32 arguments in memory, as importer.cpp's impImportNewObjArray);
+            # its `.ctor` is no method code may call (the runtime threw InvalidProgramException
+            # from Int32[,]::.ctor)
+            dims = self.temp(f"[{len(args)} x i32]", 4)
+            for k, a in enumerate(args):
+                self.emit(f"store i32 {self.narrow(a, 'i32')}, ptr {self.gep(dims, 4 * k) if k else dims}")
+            cls = self.global_(tr.ee.class_handle(info.owner_token), kind="class", token=info.owner_token)
+            obj = self.helper("CORINFO_HELP_NEW_MDARR_NONVARARG", [f"ptr {cls}", f"i32 {len(args)}", f"ptr {dims}"])
+            self.prefix_constrained = None
+            self.stack.append(SV("obj", obj, info.owner_type))
+            return
         this = None
         ret_sig = info.return_type
         var_size = name == "newobj" and self.is_string_class(info)
@@ -1026,12 +1039,6 @@ class BlockTranslator:
             tmp = self.temp(f"[{size} x i8]", max(align, 1))
             self.memset(tmp, size)
             return SV("byref", tmp, owner)
-        if tr.target.data_cells and isinstance(owner, ArrayType):
-            # CoreCLR allocates a multi-dimensional array with CORINFO_HELP_NEW_MDARR_NONVARARG (the
-            # array's TypeHandle, the dimensions as int32s in memory); its `.ctor` is no method the
-            # code may call (the runtime threw InvalidProgramException from Int32[,]::.ctor)
-            raise tr.fail(f"{tr.target}: newobj of a multi-dimensional array ({info.display}) is not "
-                          "generated (CORINFO_HELP_NEW_MDARR_NONVARARG)", ins.offset, "md-array-new")
         cls = self.global_(tr.ee.class_handle(info.owner_token), kind="class", token=info.owner_token)
         obj = self.helper("CORINFO_HELP_NEWSFAST", [f"ptr {cls}"])
         return SV("obj", obj, owner)
