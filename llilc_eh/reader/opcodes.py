@@ -228,6 +228,8 @@ class BlockTranslator:
     def store_typed(self, addr, sv, info):
         """Store `sv` at `addr` as a value of the type `info` describes."""
         if info.stack_kind is StackKind.VALUE:
+            if sv.kind != "vt":   # III.1.8.1.2.3: only a value of the type itself is assignable
+                raise self.tr.fail(f"store of {sv.kind} into a {info.text}", self.offset, "type-mismatch")
             self.memcpy(addr, sv.op, info.size, self.prefix_volatile)
             return
         storage = info.storage
