@@ -56,7 +56,9 @@ class BitReader:
     def bit(self) -> int:
         return self.bits(1)
 
-    def var_unsigned(self, base: int) -> int:
+    def _var_chunks(self, base: int) -> tuple[int, int]:
+        """The chunks of a var-length number: (value bits, how many), for both signednesses --
+        they differ only in what the last chunk's top value bit means."""
         result, shift = 0, 0
         while True:
             if shift + base > _WORD_BITS:
@@ -66,21 +68,16 @@ class BitReader:
             result |= (chunk & ((1 << base) - 1)) << shift
             shift += base
             if not chunk >> base:
-                return result
+                return result, shift
+
+    def var_unsigned(self, base: int) -> int:
+        return self._var_chunks(base)[0]
 
     def var_signed(self, base: int) -> int:
-        result, shift = 0, 0
-        while True:
-            if shift + base > _WORD_BITS:
-                raise GcInfoError(f"var-length number at bit {self.pos} runs past {_WORD_BITS} bits",
-                                  offset=self.pos, kind="bad-var-length")
-            chunk = self.bits(base + 1)
-            result |= (chunk & ((1 << base) - 1)) << shift
-            shift += base
-            if not chunk >> base:
-                if result >> (shift - 1):   # sign-extend from the last chunk's top value bit
-                    result -= 1 << shift
-                return result
+        result, shift = self._var_chunks(base)
+        if result >> (shift - 1):   # sign-extend from the last chunk's top value bit
+            result -= 1 << shift
+        return result
 
     def read(self, encoding: Encoding) -> int:
         if isinstance(encoding, Bits):
