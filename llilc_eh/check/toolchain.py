@@ -1,4 +1,4 @@
-"""The external toolchain: Mono's ilasm, the CoreCLR 3.1 host and the Mono runtime.
+"""The external toolchain: Mono's ilasm and mcs, the CoreCLR 3.1 host and the Mono runtime.
 
 The test programs under tests/il/ are the ground truth for EH semantics: what the real
 runtimes print is what our pipeline has to reproduce. This module is the one place that
@@ -63,6 +63,29 @@ def assemble(il_path: str | os.PathLike, out_dir: str | os.PathLike, *, dll: boo
     text = proc.stdout + proc.stderr
     if proc.returncode != 0 or _FAILURE_MARK in text or not out.is_file():
         raise ToolchainError(f"ilasm failed on {il_path} (exit {proc.returncode}):\n{text.strip()}")
+    return out
+
+
+MCS_TIMEOUT = 120  # seconds: mcs on a workload-sized program under a loaded machine
+
+
+def compile_cs(source: str | os.PathLike, out: str | os.PathLike, *flags: str) -> Path:
+    """Compile one C# file with Mono's mcs into out (flags as mcs takes them: -target:library,
+    -unsafe, -r:...); return out.
+
+    The one place tests and tools build C# programs: a stale output is removed first (as for
+    ilasm), and a failure raises ToolchainError with mcs's own output, naming the source.
+    """
+    source, out = Path(source), Path(out)
+    if out.exists():
+        out.unlink()
+    cmd = [_tool("mcs"), "-nologo", *flags, f"-out:{out}", str(source)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=MCS_TIMEOUT)
+    except subprocess.TimeoutExpired as e:
+        raise ToolchainError(f"mcs timed out after {MCS_TIMEOUT} s on {source}") from e
+    if proc.returncode != 0 or not out.is_file():
+        raise ToolchainError(f"mcs failed on {source} (exit {proc.returncode}):\n{(proc.stdout + proc.stderr).strip()}")
     return out
 
 

@@ -19,8 +19,6 @@ earlier and clean alone.
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -31,6 +29,8 @@ from llilc_eh.assembly.loader import Assembly
 from llilc_eh.backend.codegen import CodegenPool
 from llilc_eh.pipeline import Pipeline, eh_methods
 from llilc_eh.reader.jitee import JitEE
+
+from reader_builds import mcs_library
 
 FRAMEWORK = Corpus().framework_dir
 
@@ -67,22 +67,11 @@ CORPUS_ASSEMBLY = "System.IO.Compression.dll"
 WITHHELD = ("System.Collections.dll",)   # 6 of its 49 EH methods need it
 
 
-def _mcs(out: Path, source: str, *flags: str) -> Path:
-    if shutil.which("mcs") is None:
-        raise RuntimeError("mcs not found on PATH (Debian: apt-get install mono-devel)")
-    src = out.with_suffix(".cs")
-    src.write_text(source)
-    proc = subprocess.run(["mcs", "-target:library", *flags, f"-out:{out}", str(src)],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0 and out.is_file(), proc.stdout + proc.stderr
-    return out
-
-
 @pytest.fixture(scope="module")
 def app(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("order")
-    lib = _mcs(root / "Lib.dll", LIB_CS)
-    app = _mcs(root / "App.dll", APP_CS, f"-r:{lib}")
+    lib = mcs_library(root / "Lib.dll", LIB_CS)
+    app = mcs_library(root / "App.dll", APP_CS, f"-r:{lib}")
     lib.unlink()
     return app
 

@@ -12,12 +12,9 @@ import re
 import pytest
 
 from llilc_eh.assembly.loader import Assembly
-from llilc_eh.check.toolchain import assemble
-from llilc_eh.il.method import analyze
-from llilc_eh.reader.jitee import JitEE
-from llilc_eh.reader.lint import check_module
-from llilc_eh.reader.translate import Options, translate
 from llilc_eh.target import LINUX_X64, WIN_X64
+
+from reader_builds import il_library, translate_checked
 
 SOURCE = r"""
 .assembly extern mscorlib {}
@@ -48,21 +45,12 @@ SOURCE = r"""
 
 @pytest.fixture(scope="module")
 def asm(tmp_path_factory) -> Assembly:
-    path = tmp_path_factory.mktemp("constrained") / "constrained_calls.il"
-    path.write_text(SOURCE)
-    return Assembly(assemble(path, path.parent, dll=True))
-
-
-def _translate(asm, name, target):
-    rid = asm.find_method(f"C::{name}").rid
-    result = translate(asm, analyze(asm.body(rid)), JitEE(asm), Options(target=target))
-    check_module(result.module, method=name)
-    return result
+    return il_library(tmp_path_factory.mktemp("constrained"), "constrained_calls", SOURCE)
 
 
 @pytest.mark.parametrize("target", (WIN_X64, LINUX_X64), ids=lambda t: t.name)
 def test_primitive_is_boxed_then_called_virtually(asm, target):
-    r = _translate(asm, "OnInt", target)
+    r = translate_checked(asm, "OnInt", target)
     assert r.helper_calls == {"CORINFO_HELP_BOX": 1, "CORINFO_HELP_VIRTUAL_FUNC_PTR": 1}, r.helper_calls
     assert r.module.index("@CORINFO_HELP_BOX(") < r.module.index("@CORINFO_HELP_VIRTUAL_FUNC_PTR(")
     classes = [e for e in r.externals.values() if e.kind == "class"]
@@ -71,14 +59,14 @@ def test_primitive_is_boxed_then_called_virtually(asm, target):
 
 @pytest.mark.parametrize("target", (WIN_X64, LINUX_X64), ids=lambda t: t.name)
 def test_reference_type_is_dereferenced(asm, target):
-    r = _translate(asm, "OnString", target)
+    r = translate_checked(asm, "OnString", target)
     assert "CORINFO_HELP_BOX" not in r.helper_calls and r.helper_calls["CORINFO_HELP_VIRTUAL_FUNC_PTR"] == 1
     assert "= load ptr, ptr %arg0" in r.module
 
 
 @pytest.mark.parametrize("target", (WIN_X64, LINUX_X64), ids=lambda t: t.name)
 def test_struct_is_boxed_and_copied_back(asm, target):
-    r = _translate(asm, "OnOwn", target)
+    r = translate_checked(asm, "OnOwn", target)
     order = [r.module.index(f"@{h}(") for h in ("CORINFO_HELP_BOX", "CORINFO_HELP_VIRTUAL_FUNC_PTR")]
     assert order == sorted(order)
     # the value goes back from the box (its data after the method-table pointer) to the original
@@ -87,5 +75,5 @@ def test_struct_is_boxed_and_copied_back(asm, target):
     assert "CORINFO_HELP_ASSIGN_STRUCT" not in r.helper_calls      # Own holds no reference: a plain copy
     assert "@llvm.memcpy" in box.split("ret ptr", 1)[0]
     # a struct holding a reference goes back with its reference through the barrier on linux-x64
-    r = _translate(asm, "OnRefy", target)
+    r = translate_checked(asm, "OnRefy", target)
     assert r.helper_calls.get("CORINFO_HELP_CHECKED_ASSIGN_REF", 0) == (1 if target is LINUX_X64 else 0)

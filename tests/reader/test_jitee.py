@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
@@ -32,6 +31,8 @@ from llilc_eh.errors import ReaderError
 from llilc_eh.reader.jitee import (
     OBJECT_HEADER_SIZE, STRING_CHARS_OFFSET, STRING_LENGTH_OFFSET, JitEE, StackKind, llvm_global,
 )
+
+from reader_builds import mcs, mcs_library
 
 CORPUS = Corpus()
 FRAMEWORK = CORPUS.framework_dir
@@ -310,14 +311,6 @@ ZOO_GENERICS = [("Zoo.Generic`1[[System.Int64, System.Private.CoreLib]]", "Zoo.G
                 ("Zoo.GenericBox`1[[Zoo.Mixed]]", "Zoo.GenericBox`1", "Zoo.Mixed")]
 
 
-def _mcs(source: str, out: Path, *flags: str) -> Path:
-    src = out.with_suffix(".cs")
-    src.write_text(source)
-    proc = subprocess.run(["mcs", *flags, f"-out:{out}", str(src)], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0 and out.is_file(), proc.stdout + proc.stderr
-    return out
-
-
 @pytest.fixture(scope="module")
 def oracle(tmp_path_factory):
     """Runs the oracle over a list of (assembly path or "", reflection type name); returns
@@ -325,8 +318,8 @@ def oracle(tmp_path_factory):
     if shutil.which("mcs") is None:
         raise RuntimeError("mcs not found on PATH (Debian: apt-get install mono-devel)")
     out = tmp_path_factory.mktemp("oracle")
-    exe = _mcs(ORACLE_CS, out / "oracle.exe", "-target:exe")
-    zoo = _mcs(ZOO_CS, out / "zoo.dll", "-target:library", "-unsafe")
+    exe = mcs(out / "oracle.exe", ORACLE_CS, "-target:exe")
+    zoo = mcs_library(out / "zoo.dll", ZOO_CS, "-unsafe")
 
     def run(lines: list[str]) -> dict:
         listing = out / "types.txt"

@@ -33,6 +33,8 @@ from llilc_eh.errors import ReaderError
 from llilc_eh.pipeline import Pipeline, eh_methods
 from llilc_eh.reader.jitee import JitEE
 
+from reader_builds import mcs_library
+
 FRAMEWORK = Corpus().framework_dir
 ECMA_KEY = bytes.fromhex("00000000000000000400000000000000")
 
@@ -98,17 +100,6 @@ namespace App {
 """
 
 
-def _mcs(out: Path, source: str, *flags: str) -> Path:
-    if shutil.which("mcs") is None:
-        raise RuntimeError("mcs not found on PATH (Debian: apt-get install mono-devel)")
-    src = out.with_suffix(".cs")
-    src.write_text(source)
-    proc = subprocess.run(["mcs", "-target:library", *flags, f"-out:{out}", str(src)],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0 and out.is_file(), proc.stdout + proc.stderr
-    return out
-
-
 def _into_gac(gac: Path, dll: Path) -> Path:
     """Install like Mono's gacutil: gac/NAME/VERSION__TOKEN/NAME.dll."""
     ident = assembly_identity(Assembly(dll))
@@ -127,9 +118,9 @@ def gac_layout(tmp_path_factory):
     key = f"-keyfile:{build / 'key.snk'}"
     a_source = A_CS.replace("VERSION", "1.2.0.0")
     (build / "first").mkdir()
-    a1 = _mcs(build / "first" / "GacA.dll", a_source, key)                      # GacA without GacB
-    b = _mcs(build / "GacB.dll", B_CS, key, f"-r:{a1}")                         # GacB -> GacA
-    a2 = _mcs(build / "GacA.dll", a_source, key, "-define:WITH_B", f"-r:{b}")   # GacA -> GacB
+    a1 = mcs_library(build / "first" / "GacA.dll", a_source, key)                      # GacA without GacB
+    b = mcs_library(build / "GacB.dll", B_CS, key, f"-r:{a1}")                         # GacB -> GacA
+    a2 = mcs_library(build / "GacA.dll", a_source, key, "-define:WITH_B", f"-r:{b}")   # GacA -> GacB
     gac, lib = root / "gac", root / "lib"
     lib.mkdir()
     for dll in (a2, b):
@@ -223,7 +214,7 @@ def test_identity_mismatch_is_refused(gac_layout, tmp_path):
     for what, (source, flags, why) in variants.items():
         folder = tmp_path / what
         folder.mkdir()
-        _mcs(folder / "GacA.dll", source, *flags)
+        mcs_library(folder / "GacA.dll", source, *flags)
         os.symlink(os.path.realpath(lib / "GacB.dll"), folder / "GacB.dll")
         ee = JitEE(Assembly(folder / "GacB.dll"))
         with pytest.raises(ReaderError) as e:
@@ -247,7 +238,7 @@ def _typeref(ee: JitEE, full: str):
 @pytest.fixture(scope="module")
 def mono_only(tmp_path_factory):
     out = tmp_path_factory.mktemp("mono") / "MonoOnly.dll"
-    return _mcs(out, MONO_CS, "-r:System.Windows.Forms.dll")
+    return mcs_library(out, MONO_CS, "-r:System.Windows.Forms.dll")
 
 
 def test_mono_types_bind_in_mono(mono_only):
@@ -349,8 +340,8 @@ def test_missing_reference_names_every_place(tmp_path):
     build, app, refs = tmp_path / "build", tmp_path / "app", tmp_path / "refs"
     for d in (build, app, refs):
         d.mkdir()
-    lib = _mcs(build / "Lib.dll", LIB_CS)
-    _mcs(app / "App.dll", APP_CS, f"-r:{lib}")            # Lib.dll stays behind in build/
+    lib = mcs_library(build / "Lib.dll", LIB_CS)
+    mcs_library(app / "App.dll", APP_CS, f"-r:{lib}")            # Lib.dll stays behind in build/
     ee = JitEE(Assembly(app / "App.dll"), references=[refs])
     with pytest.raises(ReaderError) as e:
         _typeref(ee, "Lib.Thing")

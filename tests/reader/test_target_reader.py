@@ -11,13 +11,10 @@ import re
 import pytest
 
 from llilc_eh.assembly.loader import Assembly
-from llilc_eh.check.toolchain import assemble
 from llilc_eh.errors import ReaderError
-from llilc_eh.il.method import analyze
-from llilc_eh.reader.jitee import JitEE
-from llilc_eh.reader.lint import check_module
-from llilc_eh.reader.translate import Options, translate
 from llilc_eh.target import LINUX_X64, WIN_X64
+
+from reader_builds import il_library, translate_checked
 
 SOURCE = r"""
 .assembly extern mscorlib {}
@@ -118,20 +115,11 @@ SOURCE = r"""
 
 @pytest.fixture(scope="module")
 def asm(tmp_path_factory) -> Assembly:
-    path = tmp_path_factory.mktemp("target_reader") / "target_reader.il"
-    path.write_text(SOURCE)
-    return Assembly(assemble(path, path.parent, dll=True))
-
-
-def _translate(asm, name, target):
-    rid = asm.find_method(f"C::{name}").rid
-    result = translate(asm, analyze(asm.body(rid)), JitEE(asm), Options(target=target))
-    check_module(result.module, method=name)
-    return result
+    return il_library(tmp_path_factory.mktemp("target_reader"), "target_reader", SOURCE)
 
 
 def test_write_barriers(asm):
-    linux, win = _translate(asm, "Stores", LINUX_X64), _translate(asm, "Stores", WIN_X64)
+    linux, win = translate_checked(asm, "Stores", LINUX_X64), translate_checked(asm, "Stores", WIN_X64)
     # 4 reference stores, and 5 stores of S (one reference each): copied, then its reference
     # stored again through the barrier
     assert linux.helper_calls.get("CORINFO_HELP_CHECKED_ASSIGN_REF") == 4 + 5, linux.helper_calls
@@ -151,7 +139,7 @@ def test_write_barriers(asm):
 
 
 def test_cells_helpers_instead_of_libcalls(asm):
-    linux, win = _translate(asm, "Blocks", LINUX_X64), _translate(asm, "Blocks", WIN_X64)
+    linux, win = translate_checked(asm, "Blocks", LINUX_X64), translate_checked(asm, "Blocks", WIN_X64)
     assert {"CORINFO_HELP_MEMCPY": 1, "CORINFO_HELP_MEMSET": 2, "CORINFO_HELP_DBLREM": 1}.items() \
         <= linux.helper_calls.items(), linux.helper_calls
     assert "frem" not in linux.module and "frem" in win.module
@@ -197,9 +185,9 @@ def test_value_types_by_value_travel_by_sysv_classification(asm, name, shape):
     INTEGER, double / float / <2 x float> for SSE) while registers last, else and above 16
     bytes in memory (byval); a result above 16 bytes through the return buffer (returned);
     small integers are extended at the boundary. win-x64 keeps its pointer to a copy."""
-    linux = _translate(asm, name, LINUX_X64)
+    linux = translate_checked(asm, name, LINUX_X64)
     assert re.search(shape, linux.module), linux.module
-    win = _translate(asm, name, WIN_X64)
+    win = translate_checked(asm, name, WIN_X64)
     assert "x86_64_sysvcc" not in win.module and "byval" not in win.module
 
 
@@ -209,9 +197,9 @@ def test_value_types_by_value_travel_by_sysv_classification(asm, name, shape):
     ("Jumps", 0x0000, "jmp"),
 ])
 def test_what_sysv_cannot_place_is_refused(asm, name, offset, what):
-    _translate(asm, name, WIN_X64)      # the control: our own convention takes them
+    translate_checked(asm, name, WIN_X64)      # the control: our own convention takes them
     with pytest.raises(ReaderError) as e:
-        _translate(asm, name, LINUX_X64)
+        translate_checked(asm, name, LINUX_X64)
     err = e.value
     assert err.kind == "abi-unsupported" and f"C::{name}" in str(err) and what in str(err), str(err)
     assert err.offset == offset, str(err)
@@ -220,18 +208,18 @@ def test_what_sysv_cannot_place_is_refused(asm, name, offset, what):
 def test_thread_statics_are_refused_on_linux(asm):
     """A [ThreadStatic] field has storage per thread: one data cell cannot reach it (CoreCLR
     uses TLS helpers), so linux-x64 refuses it (`thread-static`); win-x64 names it."""
-    _translate(asm, "ReadsThreadStatic", WIN_X64)
+    translate_checked(asm, "ReadsThreadStatic", WIN_X64)
     with pytest.raises(ReaderError) as e:
-        _translate(asm, "ReadsThreadStatic", LINUX_X64)
+        translate_checked(asm, "ReadsThreadStatic", LINUX_X64)
     assert e.value.kind == "thread-static" and e.value.offset == 0 and "C::PerThread" in str(e.value)
-    _translate(asm, "StaticStructs", LINUX_X64)     # the control: other statics are no thread statics
+    translate_checked(asm, "StaticStructs", LINUX_X64)     # the control: other statics are no thread statics
 
 
 def test_struct_statics_are_boxed_but_rva_statics_are_not(asm):
     """CoreCLR keeps a static of a non-primitive struct boxed: the cell (getFieldAddress)
     holds the slot of the box's reference, the value is 8 bytes into the box. A static with
     an RVA (data in the image) is the data itself. win-x64 names the static's data directly."""
-    linux, win = _translate(asm, "StaticStructs", LINUX_X64), _translate(asm, "StaticStructs", WIN_X64)
+    linux, win = translate_checked(asm, "StaticStructs", LINUX_X64), translate_checked(asm, "StaticStructs", WIN_X64)
     rva = re.search(r'(%cell\d+) = load ptr, ptr @"static:\[target_reader\]C::Rva"\n(.*)', linux.module)
     boxed = re.search(r'(%cell\d+) = load ptr, ptr @"static:\[target_reader\]C::Boxed"\n\s*(%box\d+) = load ptr, '
                       r'ptr \1\n\s*%addr\d+ = getelementptr i8, ptr \2, i64 8', linux.module)
@@ -242,7 +230,7 @@ def test_struct_statics_are_boxed_but_rva_statics_are_not(asm):
 def test_externals_describe_every_symbol(asm):
     for name in ("Stores", "Blocks"):
         for target in (LINUX_X64, WIN_X64):
-            result = _translate(asm, name, target)
+            result = translate_checked(asm, name, target)
             named = set(re.findall(r'@"([^"]+)"', result.module)) | set(re.findall(r"@(CORINFO_HELP_\w+)",
                                                                                    result.module))
             named -= {n for n in named if n.startswith(("llvm.", "C::")) or n == result.parent[2:-1]}
