@@ -234,6 +234,26 @@ def _returns(il: bytes | None) -> bool:
         return False
 
 
+#: the cells that hold one handle or address the runtime gives directly (the code has no
+#: indirection to follow): kind -> (how the token resolves, what to ask of the resolved token,
+#: what the decline names, the JIT-EE call). A static's code calls CORINFO_HELP_INITCLASS before
+#: the access (reader, linux-x64), so its field's address is all the cell needs.
+_HANDLE_CELLS = {
+    "class": (CorInfoTokenKind.Class, lambda jit, rt: jit.embed_class_handle(rt.hClass),
+              "class", "embedClassHandle"),
+    "field-owner": (CorInfoTokenKind.Field, lambda jit, rt: jit.embed_class_handle(rt.hClass),
+                    "class of static field", "embedClassHandle"),
+    "static": (CorInfoTokenKind.Field, lambda jit, rt: jit.field_address(rt.hField),
+               "static field", "getFieldAddress"),
+    "method-handle": (CorInfoTokenKind.Method, lambda jit, rt: jit.embed_method_handle(rt.hMethod),
+                      "method", "embedMethodHandle"),
+    "method-class": (CorInfoTokenKind.Method, lambda jit, rt: jit.embed_class_handle(rt.hClass),
+                     "class of method", "embedClassHandle"),
+    "field": (CorInfoTokenKind.Field, lambda jit, rt: jit.embed_field_handle(rt.hField),
+              "field", "embedFieldHandle"),
+}
+
+
 def _cell_value(jit: JitInfo, info, ext) -> int:
     kind = ext.kind
     if kind == "string":
@@ -249,43 +269,13 @@ def _cell_value(jit: JitInfo, info, ext) -> int:
         if access is not InfoAccessType.IAT_VALUE or not handle:
             raise Declined(f"array class 0x{ext.token:08X}: {access.name}")
         return handle
-    if kind == "class":
-        rt = jit.resolve_token(info.scope, ext.token, CorInfoTokenKind.Class, context=info.ftn)
-        handle, indirect = jit.embed_class_handle(rt.hClass)
-        if not handle:
-            raise Declined(f"class 0x{ext.token:08X}: embedClassHandle gave an indirection")
-        return handle
-    if kind == "field-owner":
-        rt = jit.resolve_token(info.scope, ext.token, CorInfoTokenKind.Field, context=info.ftn)
-        handle, indirect = jit.embed_class_handle(rt.hClass)
-        if not handle:
-            raise Declined(f"class of static field 0x{ext.token:08X}: embedClassHandle gave an indirection")
-        return handle
-    if kind == "static":
-        # the code calls CORINFO_HELP_INITCLASS before the access (reader, linux-x64)
-        rt = jit.resolve_token(info.scope, ext.token, CorInfoTokenKind.Field, context=info.ftn)
-        addr, indirect = jit.field_address(rt.hField)
-        if not addr:
-            raise Declined(f"static field 0x{ext.token:08X}: getFieldAddress gave an indirection")
-        return addr
-    if kind == "method-handle":
-        rt = jit.resolve_token(info.scope, ext.token, CorInfoTokenKind.Method, context=info.ftn)
-        handle, indirect = jit.embed_method_handle(rt.hMethod)
-        if not handle:
-            raise Declined(f"method 0x{ext.token:08X}: embedMethodHandle gave an indirection")
-        return handle
-    if kind == "method-class":
-        rt = jit.resolve_token(info.scope, ext.token, CorInfoTokenKind.Method, context=info.ftn)
-        handle, indirect = jit.embed_class_handle(rt.hClass)
-        if not handle:
-            raise Declined(f"class of method 0x{ext.token:08X}: embedClassHandle gave an indirection")
-        return handle
-    if kind == "field":
-        rt = jit.resolve_token(info.scope, ext.token, CorInfoTokenKind.Field, context=info.ftn)
-        handle, indirect = jit.embed_field_handle(rt.hField)
-        if not handle:
-            raise Declined(f"field 0x{ext.token:08X}: embedFieldHandle gave an indirection")
-        return handle
+    if kind in _HANDLE_CELLS:
+        token_kind, ask, what, api = _HANDLE_CELLS[kind]
+        rt = jit.resolve_token(info.scope, ext.token, token_kind, context=info.ftn)
+        value, _indirect = ask(jit, rt)
+        if not value:
+            raise Declined(f"{what} 0x{ext.token:08X}: {api} gave an indirection")
+        return value
     if kind == "method-entry":
         rt = jit.resolve_token(info.scope, ext.token, CorInfoTokenKind.Method, context=info.ftn)
         access, addr = jit.function_entry_point(rt.hMethod)
