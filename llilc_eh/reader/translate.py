@@ -84,6 +84,9 @@ ARRAY_DATA_OFFSET = 16
 # is inline up to 64 bytes at align 1 and 128 at align 8, a memset up to 128; O2 turned an
 # 80-byte memcpy.inline into a 72-byte misaligned memcpy call).
 INLINE_FILL_LIMIT = 64
+# llvm.localescape index of the generic context's slot (Options.generic_context): the first,
+# so LLVM's `$frame_escape_0` symbol gives its frame offset (runtime/install.py reads it)
+GENERIC_CONTEXT_ESCAPE = 0
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,10 @@ class Options:
     clone_finally: bool = False   # one normal-path finally copy per leave instead of selectors
     pad_markers: bool = False     # a zero-byte identity marker in every pad (see the module docstring)
     target: Target = DEFAULT_TARGET   # whose code: win-x64 (default) or linux-x64 (llilc_eh.target)
+    # shared generic code (linux-x64, in the runtime): the method receives CoreCLR's hidden
+    # instantiation argument (a MethodDesc* or MethodTable*) after `this` and the return buffer
+    # and keeps it in the escaped slot GENERIC_CONTEXT_ESCAPE, which the GC info reports
+    generic_context: bool = False
 
 
 @dataclass(frozen=True)
@@ -203,6 +210,9 @@ class Translator:
         self.ret_sig = info.return_type
         self._check_abi(info)
         sysv = self.target.struct_passing == "sysv"
+        if self.options.generic_context and not sysv:
+            raise self.fail(f"{self.target}: shared generic code (a hidden instantiation argument) is "
+                            "generated for linux-x64 only", None, "abi-unsupported")
         if sysv:
             params, incoming = self._sysv_params(info)
         else:
@@ -215,6 +225,13 @@ class Translator:
         self.args = [fn.alloca(f"%arg{i}", info.storage) for i, info in enumerate(self.arg_infos)]
         self.local_infos = [self.ee.type_info(s) for s in self.local_sigs]
         self.locals = [fn.alloca(f"%loc{i}", info.storage) for i, info in enumerate(self.local_infos)]
+        if self.options.generic_context:
+            # escaped so that it stays in one frame slot for the whole method: the runtime reads
+            # it (GC info GenericsInstContextStackSlot) to resolve a catch of a generic type
+            ctx_slot = fn.alloca("%generic.ctx", "ptr")
+            fn.entry.emit(f"store ptr %instparam, ptr {ctx_slot}")
+            self.escape_index[ctx_slot] = GENERIC_CONTEXT_ESCAPE
+            self.escaped.append(ctx_slot)
         for i, info in enumerate(self.arg_infos):
             if sysv:
                 self._sysv_copy_in(fn, i, info, incoming[i])
@@ -241,7 +258,7 @@ class Translator:
         fn.entry.terminate(f"br label %{self._label(0, main)}")
         self._drain()
         self._finish_selectors()
-        if self.filters:
+        if self.filters or self.options.generic_context:
             self._emit_localescape()
         return self._module()
 
@@ -659,6 +676,11 @@ class Translator:
         ret = plan_return(self.ee, info.return_type) if self._returns_vt(info.return_type) else None
         if ret is not None and ret.how == "memory":
             order.insert(1 if info.has_this else 0, ("retbuf", "ptr"))
+        if self.options.generic_context:
+            # CoreCLR's order on x64 (callingconvention.h GetParamTypeArgOffset; RyuJIT's
+            # lvaInitArgs): this, return buffer, then the instantiation argument, then the rest
+            order.insert((1 if info.has_this else 0) + (ret is not None and ret.how == "memory"),
+                         ("instparam", "ptr"))
         plans = plan_params(self.ee, [e for _, e in order])
         params, incoming = [], {}
         self.retbuf_param = None
@@ -666,6 +688,9 @@ class Translator:
             if which == "retbuf":
                 self.retbuf_param = "%retbuf"
                 params.append(("ptr", "%retbuf"))
+                continue
+            if which == "instparam":
+                params.append(("ptr", "%instparam"))
                 continue
             name = f"%a{which}"
             if passing.how == "regs":

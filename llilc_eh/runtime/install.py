@@ -31,7 +31,8 @@ outside it: the runtime no longer finds the handler, the output must change);
 "jitee-field-offset" shifts the metadata offsets in the comparison only (compare.py);
 "metadata-field-offset" shifts every instance field offset the metadata JIT-EE answers, before
 the reader asks (ee.damage_metadata): with the runtime answering the output must not change,
-with metadata answering it must.
+with metadata answering it must. "no-generic-context": a shared generic method's GC info without
+its generic context (runtime/generic.py): the runtime cannot resolve `catch !!T`.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from .structs import CORINFO_FLG_JIT_INTRINSIC, CORINFO_FLG_SHAREDINST, CorInfoT
 IMAGE_REL_BASED_REL32 = 0x10          # corinfo.h: recordRelocation's rel32 (jump stub if out of range)
 PVALUE_STUB = bytes.fromhex("48b8") + bytes(8) + bytes.fromhex("ff20")   # mov rax, imm64; jmp [rax]
 STUB_ALIGN = 16
-DAMAGES = ("try-end-short", "jitee-field-offset", "metadata-field-offset")
+DAMAGES = ("try-end-short", "jitee-field-offset", "metadata-field-offset", "no-generic-context")
 _REL32_EXTRA = {RelocationType.REL32: 0, RelocationType.REL32_1: 1, RelocationType.REL32_2: 2,
                 RelocationType.REL32_3: 3, RelocationType.REL32_4: 4, RelocationType.REL32_5: 5}
 
@@ -86,11 +87,13 @@ class Layout:
 
 def compile_and_install(service, jit: JitInfo, info, asm_name: str, token: int, name: str,
                         entry_ptr: int, size_ptr: int) -> dict:
-    pipeline = service.pipeline(asm_name)
+    from .generic import context_slot, is_shared_generic_method
+    shared = is_shared_generic_method(jit, info)     # the hidden instantiation argument (generic.py)
+    pipeline = service.pipeline(asm_name, generic_context=True) if shared else service.pipeline(asm_name)
     bind = getattr(pipeline.ee, "bind", None)      # the runtime-backed JIT-EE (ee.py) asks this method's jit
     if bind is not None:
         bind(jit, info)
-    run = compile_method(pipeline, token)
+    run = compile_method(pipeline, token, shared)
     try:
         kind = return_kind(pipeline.ee, token)     # asked before the comparison: its questions are in it
     except LlilcEhError as e:
@@ -102,7 +105,8 @@ def compile_and_install(service, jit: JitInfo, info, asm_name: str, token: int, 
     values, calls = resolve_externals(jit, info, run, service.method_il)
     layout = lay_out(run, values, calls)
     clause_bytes = damaged(run.clause_bytes, service.config.damage)
-    gc = gc_info(run, kind)
+    context = context_slot(run) if shared and service.config.damage != "no-generic-context" else None
+    gc = gc_info(run, kind, context)
     entry = report(jit, run, layout, clause_bytes, gc)
     ctypes.c_void_p.from_address(entry_ptr).value = entry
     ctypes.c_uint32.from_address(size_ptr).value = layout.code_size
@@ -120,15 +124,19 @@ def compile_and_install(service, jit: JitInfo, info, asm_name: str, token: int, 
 
 # -- 1. our pipeline ---------------------------------------------------------------------------
 
-def compile_method(pipeline, token: int):
-    """The pipeline's run of one method, or Declined with the reason."""
+def compile_method(pipeline, token: int, shared: bool = False):
+    """The pipeline's run of one method, or Declined with the reason. `shared`: the canonical
+    code of a generic method (runtime/generic.py), compiled when nothing in it needs a lookup."""
     from ..errors import LlilcEhError
     asm = pipeline.asm
     rid = token & 0xFFFFFF
     if asm.is_synchronized(rid):
         raise Declined("synchronized method (the JIT's own monitor clause is not generated)")
     owner = asm.names.method_owner(rid)
-    if generic_owners(asm) & {token, owner}:
+    if shared:
+        from .generic import check_shape
+        check_shape(asm, rid, generic_owners(asm))
+    elif generic_owners(asm) & {token, owner}:
         raise Declined("generic method or method of a generic type (code per instantiation not supported)")
     try:
         run = pipeline.run(rid)
@@ -334,7 +342,8 @@ def _align(blob: bytearray, n: int) -> None:
 
 def damaged(clause_bytes: bytes, damage: str | None) -> bytes:
     """The clause table, or the negative control's damaged copy of it (module docstring)."""
-    if damage is None or damage in ("jitee-field-offset", "metadata-field-offset"):   # compare.py's, ee.py's
+    if damage is None or damage in ("jitee-field-offset", "metadata-field-offset", "no-generic-context"):
+        # (compare.py's, ee.py's, gc_info's)
         return clause_bytes
     from ..clauses.generate import decode_clauses, encode_clauses
     if damage != "try-end-short":
@@ -343,14 +352,16 @@ def damaged(clause_bytes: bytes, damage: str | None) -> bytes:
     return encode_clauses([replace(c, try_end=c.try_end - 1) for c in decode_clauses(clause_bytes)])
 
 
-def gc_info(run, kind=None) -> bytes:
+def gc_info(run, kind=None, generic_context: tuple[int, int] | None = None) -> bytes:
     """The GC info of the installed method. Its code length is `len(image.code)`: the main
     body, the funclets (filters before their handlers), the funclet entry thunks and the
     stack probe routine -- the image's whole code, which is also the size reported to the
     runtime; the read-only data the image placed after its code (cells, jump tables) and our
     call stubs are not code and not counted (FinalImage keeps them apart: read_only_data at
     read_only_data_offset >= len(code)). `kind`: the method's ReturnKind (`return_kind`).
-    Anything the encoder refuses is a decline, never an install of doubtful GC info."""
+    Anything the encoder refuses is a decline, never an install of doubtful GC info.
+    `generic_context`: (caller-SP offset, prolog size) of a shared generic method's context slot
+    (generic.context_slot), reported as GENERICS_INST_CONTEXT_MD."""
     from ..gcinfo import GcInfoError, ReturnKind, for_method
     image = run.image
     has_funclets = len(image.ranges) > 1
@@ -367,8 +378,16 @@ def gc_info(run, kind=None) -> bytes:
                        "apart from its read-only data: GC info's code length would not be the method's")
     frame = image.ranges[0].unwind.frame_register or None
     try:
-        return for_method(len(image.code), psp, frame, has_funclets,
-                          return_kind=kind if kind is not None else ReturnKind.SCALAR)
+        kind = kind if kind is not None else ReturnKind.SCALAR
+        if generic_context is not None:
+            from dataclasses import replace
+            from ..gcinfo import GenericsInstContextKind
+            from ..gcinfo.codec import encode, method_info
+            offset, prolog = generic_context
+            return encode(replace(method_info(len(image.code), psp, frame, has_funclets, return_kind=kind),
+                                  generics_inst_context=GenericsInstContextKind.MD,
+                                  generics_inst_context_offset=offset, prolog_size=prolog))
+        return for_method(len(image.code), psp, frame, has_funclets, return_kind=kind)
     except GcInfoError as e:
         raise Declined(f"[gcinfo/{e.kind}] {e}") from None
 

@@ -40,6 +40,7 @@ from .structs import (
     CORINFO_FLG_INTRINSIC,
     CORINFO_FLG_JIT_INTRINSIC,
     CORINFO_FLG_SHAREDINST,
+    CORINFO_GENERICS_CTXT_FROM_METHODDESC,
     CORINFO_METHOD_INFO,
     CORJIT_FLAG_CALL_GETJITFLAGS,
     CORJIT_FLAG_IL_STUB,
@@ -177,7 +178,9 @@ class Service:
             # RyuJIT expands these; their IL is a fallback that may call itself
             # (Sse41.get_IsSupported returns Sse41.IsSupported: compiled as IL, it never returns)
             raise Declined("JIT intrinsic (RyuJIT expands it; its IL may call itself)", name)
-        if attribs & CORINFO_FLG_SHAREDINST:
+        if attribs & CORINFO_FLG_SHAREDINST and not info.options & CORINFO_GENERICS_CTXT_FROM_METHODDESC:
+            # a shared generic method (its context the hidden MethodDesc argument) goes on:
+            # install.py compiles it when nothing in it depends on the instantiation
             raise Declined("code shared between generic instantiations", name)
         return name, assembly, token
 
@@ -215,16 +218,18 @@ class Service:
             self._assemblies[key] = Assembly(path)
         return self._assemblies[key]
 
-    def pipeline(self, assembly: str):
+    def pipeline(self, assembly: str, generic_context: bool = False):
         """The Pipeline over an assembly's file: linux-x64, the run's --opt and --clone-finally,
-        no LLVM differential (nothing to compare against inside the runtime)."""
+        no LLVM differential (nothing to compare against inside the runtime). `generic_context`:
+        the one for shared generic methods (Options.generic_context: the hidden argument)."""
         path = self.file_of(assembly)
-        key = str(path)
+        key = (str(path), generic_context)
         if key not in self._pipelines:
             from ..pipeline import Pipeline
             from ..reader.translate import Options
             from ..target import LINUX_X64
-            options = Options(clone_finally=self.config.clone_finally, target=LINUX_X64)
+            options = Options(clone_finally=self.config.clone_finally, target=LINUX_X64,
+                              generic_context=generic_context)
             # the code runs in CoreCLR: its references bind in .NET Core whatever framework the
             # assembly targets (mcs's default is Mono's mscorlib), so the layouts are CoreCLR's
             jitee = None

@@ -149,6 +149,9 @@ class CorInfoTokenKind(enum.IntEnum):
 
 
 CORINFO_FLG_SHAREDINST = 0x00020000      # code shared between generic instantiations
+# CORINFO_METHOD_INFO.options (corinfo.h CorInfoOptions): shared code whose generic context is the
+# hidden argument, a MethodDesc (a shared generic method); keep it alive and report its slot
+CORINFO_GENERICS_CTXT_FROM_METHODDESC = 0x00000040
 CORINFO_FLG_STATIC = 0x00000008           # method attributes (getMethodAttribs)
 CORINFO_FLG_VIRTUAL = 0x00000040
 CORINFO_FLG_ABSTRACT = 0x00000400

@@ -1,0 +1,119 @@
+"""Shared generic methods: code compiled once for every reference-type instantiation.
+
+For `M<T>` instantiated over reference types CoreCLR asks for the canonical code M<__Canon>
+once (CORINFO_FLG_SHAREDINST; CORINFO_METHOD_INFO.options has
+CORINFO_GENERICS_CTXT_FROM_METHODDESC). The caller passes the exact instantiation as a hidden
+argument, a MethodDesc*, after `this` and the return buffer (callingconvention.h
+GetParamTypeArgOffset; RyuJIT's lvaInitArgs with USER_ARGS_COME_LAST). A catch whose class
+depends on T (`catch !!T`) is resolved by the runtime per frame: the VM sets
+CORINFO_GENERICS_CTXT_KEEP_ALIVE and reads the context back from the frame through the GC
+info's GenericsInstContextStackSlot (eetwain.cpp GetExactGenericsToken). That offset is
+relative to the *caller's SP* of the main body; from a funclet the runtime first follows the
+PSPSym to the parent's Initial-SP and adds the parent's fixed stack size (its UNWIND_INFO's
+allocations and pushes, plus 8 for the return address; jitinterface.cpp
+GetOffsetsFromUnwindInfo), so the slot must be one fixed frame slot for the whole method.
+
+The reader (Options.generic_context) receives the argument and stores it into an alloca
+escaped by `llvm.localescape` as index 0: LLVM then emits its frame-pointer-relative offset
+as the symbol `<parent>$frame_escape_0` in its assembly, which is where we read it. With the
+frame pointer's distance from the Initial-SP (the filter frame constant fp_offset, checked
+against every funclet prolog) and the fixed stack size:
+
+    caller-SP offset = escape offset + fp_offset - (fixed stack size)
+
+What is not generated: code that depends on T beyond a catch (box !!T, newobj List<!!T>,
+a call to M2<!!T> ...) needs runtime lookups through the context, which the reader does not
+emit -- such a method is declined (`runtime_lookup`), as is shared code whose context is a
+class (a generic type's method): only the MethodDesc shape is handled.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .service import Declined
+from .structs import CORINFO_FLG_SHAREDINST, CORINFO_GENERICS_CTXT_FROM_METHODDESC
+
+SHARED_REASON = "code shared between generic instantiations"     # the service's reason, one class
+#: driver.reason_class of a runtime-lookup decline
+LOOKUP_REASON_CLASS = (f"{SHARED_REASON}: IL_\u2026 '\u2026' may need a runtime lookup of the instantiation "
+                       "(not generated)")
+
+
+def is_shared_generic_method(jit, info) -> bool:
+    """Canonical code of a generic method whose context is the hidden MethodDesc argument."""
+    return bool(info.options & CORINFO_GENERICS_CTXT_FROM_METHODDESC) and \
+        bool(jit.method_attribs(info.ftn) & CORINFO_FLG_SHAREDINST)
+
+
+def check_shape(asm, rid: int, generic_owners: frozenset[int]) -> None:
+    """Declined unless the method itself declares the generic parameters (its type does not)
+    and no instruction of its body names a token that may depend on them."""
+    token = 0x06000000 | rid
+    owner = asm.names.method_owner(rid)
+    if token not in generic_owners or owner in generic_owners:
+        raise Declined(SHARED_REASON)
+    runtime_lookup(asm, rid)
+
+
+def runtime_lookup(asm, rid: int) -> None:
+    """A TypeSpec or MethodSpec token, or any token whose text names a generic parameter
+    (`!0`, `!!0`), may need the context at run time: not generated, so the method is declined
+    with the first such token and its IL offset."""
+    from ..il.decoder import decode
+    from ..il.opcodes import OperandKind
+    body = asm.body(rid)
+    for insn in decode(body.code):
+        kind = insn.op.operand
+        if not kind.is_token or kind is OperandKind.STRING or not isinstance(insn.operand, int):
+            continue
+        tok = insn.operand
+        text = asm.names.token(tok)
+        if tok >> 24 in (0x1B, 0x2B) or "!" in text:
+            raise Declined(f"{SHARED_REASON}: IL_{insn.offset:04x} '{insn.op.name} {text}' may need a "
+                           "runtime lookup of the instantiation (not generated)")
+
+
+_ESCAPE = re.compile(r'^"?\.L(?P<fn>.*)\$frame_escape_(?P<i>\d+)"?\s*=\s*(?P<v>-?\d+)\s*$', re.M)
+
+
+def escape_offset(asm_text: str, parent: str, index: int) -> int:
+    """The frame-pointer-relative offset LLVM gave `llvm.localescape` argument `index` of the
+    function `parent` (its assembly's `.L<parent>$frame_escape_<index> = <offset>`)."""
+    name = parent.strip('@"')
+    found = [int(m.group("v")) for m in _ESCAPE.finditer(asm_text)
+             if m.group("fn") == name and int(m.group("i")) == index]
+    if len(found) != 1:
+        raise Declined(f"{SHARED_REASON}: {len(found)} frame_escape_{index} symbols of {name} in LLVM's assembly")
+    return found[0]
+
+
+def fixed_stack_size(unwind) -> int:
+    """The runtime's EECodeInfo::GetFixedStackSize of a range: its UNWIND_INFO's allocations
+    and pushes, plus 8 for the return address."""
+    from ..unwind.codec import UnwindOpKind
+    size = 0
+    for op in unwind.codes:
+        if op.op in (UnwindOpKind.ALLOC_SMALL, UnwindOpKind.ALLOC_LARGE):
+            size += op.size
+        elif op.op == UnwindOpKind.PUSH_NONVOL:
+            size += 8
+    return size + 8
+
+
+def context_slot(run) -> tuple[int, int]:
+    """(caller-SP-relative offset of the generic context's slot, prolog size): what the GC
+    info reports (module docstring). The prolog size is the root range's UNWIND_INFO prolog:
+    the slot is stored in the entry block, before any call (localescape makes it visible to
+    every callee), so before any point the runtime could stop the frame at."""
+    from ..reader.translate import GENERIC_CONTEXT_ESCAPE
+    image = run.image
+    if image.filter_constants is None:
+        raise Declined(f"{SHARED_REASON}: no frame constants (the parent has no RBP frame)")
+    root = image.ranges[0].unwind
+    offset = escape_offset(run.codegen.asm, run.reader.parent, GENERIC_CONTEXT_ESCAPE)
+    return offset + image.filter_constants.fp_offset - fixed_stack_size(root), root.prolog_size
+
+
+__all__ = ["LOOKUP_REASON_CLASS", "SHARED_REASON", "check_shape", "context_slot", "escape_offset", "fixed_stack_size",
+           "is_shared_generic_method", "runtime_lookup"]
