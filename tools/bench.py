@@ -76,7 +76,6 @@ import gc
 import json
 import os
 import pstats
-import shutil
 import statistics
 import subprocess
 import sys
@@ -94,7 +93,7 @@ from llilc_eh.assembly.loader import Assembly
 from llilc_eh.backend.cache import LlvmCache
 from llilc_eh.backend.codegen import OBJECT_ROUTES, CodegenPool, CodegenResult
 from llilc_eh.batch import tune_gc
-from llilc_eh.check.toolchain import write_runtimeconfig
+from llilc_eh.check.toolchain import ToolchainError, compile_cs, write_runtimeconfig
 from llilc_eh.errors import LlilcEhError
 from llilc_eh.pipeline import STAGES, MethodRun, Pipeline, eh_methods, summarize
 from llilc_eh.reader.lint import parse, verify_module
@@ -269,11 +268,10 @@ class RyuJitTimes:
 
 def build_driver(folder: Path) -> Path:
     """tools/ryujit_bench.cs compiled by mcs into `folder`, with its runtimeconfig."""
-    exe = folder / "ryujit_bench.exe"
-    proc = subprocess.run([shutil.which("mcs") or "mcs", "-nologo", "-optimize+", f"-out:{exe}", str(DRIVER_SOURCE)],
-                          capture_output=True, text=True, timeout=120)
-    if proc.returncode != 0 or not exe.is_file():
-        raise SystemExit(f"bench: mcs failed on {DRIVER_SOURCE.name}: {(proc.stdout + proc.stderr).strip()}")
+    try:
+        exe = compile_cs(DRIVER_SOURCE, folder / "ryujit_bench.exe", "-optimize+")
+    except ToolchainError as e:
+        raise SystemExit(f"bench: {e}") from None
     write_runtimeconfig(exe)
     return exe
 

@@ -11,28 +11,19 @@ bisection (`run --limit N`: N=1 already failed).
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from llilc_eh.check.toolchain import run_on_coreclr
+from llilc_eh.check.toolchain import compile_cs, run_on_coreclr
 from llilc_eh.runtime.driver import declined_by_reason, reason_class
 
 PROGRAMS_DIR = Path(__file__).resolve().parent / "programs"
 
 
-def _mcs(src: Path, exe: Path, *extra: str) -> Path:
-    proc = subprocess.run([shutil.which("mcs") or "mcs", "-nologo", *extra, f"-out:{exe}", str(src)],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return exe
-
-
 @pytest.fixture(scope="module")
 def newobj_string(tmp_path_factory) -> Path:
-    return _mcs(PROGRAMS_DIR / "newobj_string.cs", tmp_path_factory.mktemp("fw") / "newobj_string.exe", "-unsafe")
+    return compile_cs(PROGRAMS_DIR / "newobj_string.cs", tmp_path_factory.mktemp("fw") / "newobj_string.exe", "-unsafe")
 
 
 def test_string_constructors_run_as_ryujits(run_captured, newobj_string):
@@ -95,7 +86,7 @@ def test_reason_classes_aggregate_what_names_one_method():
 def test_calls_into_shared_generic_struct_code(run_captured, tmp_path):
     """AsyncTaskMethodBuilder<string> and KeyValuePair<string,int> from our code: the output is
     RyuJIT's (before: SIGSEGV in S1, and G1 printed "caught"); an async Task<string> method too."""
-    exe = _mcs(PROGRAMS_DIR / "shared_struct.cs", tmp_path / "shared_struct.exe")
+    exe = compile_cs(PROGRAMS_DIR / "shared_struct.cs", tmp_path / "shared_struct.exe")
     oracle = run_on_coreclr(exe)
     assert "kv[kv, 1]" in oracle.stdout and "ok2" in oracle.stdout
     out = run_captured(exe)

@@ -17,13 +17,12 @@ The output must still equal RyuJIT's (a GC.Collect runs between the calls).
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from llilc_eh.check.toolchain import run_on_coreclr
+from llilc_eh.check.toolchain import compile_cs, run_on_coreclr
 from llilc_eh.gcinfo import ReturnKind, decode
 from llilc_eh.runtime.driver import run
 
@@ -43,10 +42,7 @@ EXPECTED_KIND = {
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory, altjit):
-    exe = tmp_path_factory.mktemp("gcinfo") / "returns.exe"
-    proc = subprocess.run([shutil.which("mcs") or "mcs", "-nologo", f"-out:{exe}", str(PROGRAM)],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    exe = compile_cs(PROGRAM, tmp_path_factory.mktemp("gcinfo") / "returns.exe")
     return exe, run(exe, [], opt=2, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
 
 

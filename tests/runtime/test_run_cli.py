@@ -5,12 +5,13 @@ exit status 2, an unusable program is exit status 1 with one line and no traceba
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from llilc_eh.check.toolchain import compile_cs
 
 REPO = Path(__file__).resolve().parents[2]
 PROGRAMS = Path(__file__).resolve().parent / "programs"
@@ -23,11 +24,7 @@ def llilc_eh(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def exit_args(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("cs") / "exit_args.exe"
-    proc = subprocess.run([shutil.which("mcs") or "mcs", "-nologo", f"-out:{out}", str(PROGRAMS / "exit_args.cs")],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return out
+    return compile_cs(PROGRAMS / "exit_args.cs", tmp_path_factory.mktemp("cs") / "exit_args.exe")
 
 
 def test_arguments_streams_and_exit_code_pass_through(altjit, exit_args, tmp_path):

@@ -12,13 +12,12 @@ structs by value too, since the reader's SysV classification, 7659614).
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from llilc_eh.check.toolchain import run_on_coreclr
+from llilc_eh.check.toolchain import compile_cs, run_on_coreclr
 
 CS_DIR = Path(__file__).resolve().parent / "cs"
 PROGRAMS = sorted(p.stem for p in CS_DIR.glob("*.cs"))
@@ -32,11 +31,7 @@ def cs_programs(tmp_path_factory) -> dict[str, Path]:
     out_dir = tmp_path_factory.mktemp("cs")
     programs = {}
     for name in PROGRAMS:
-        exe = out_dir / f"{name}.exe"
-        proc = subprocess.run([shutil.which("mcs") or "mcs", "-nologo", "-optimize+", f"-out:{exe}",
-                               str(CS_DIR / f"{name}.cs")], capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        programs[name] = exe
+        programs[name] = compile_cs(CS_DIR / f"{name}.cs", out_dir / f"{name}.exe", "-optimize+")
     return programs
 
 
@@ -94,10 +89,7 @@ PROGRAM_METHODS = {
 
 @pytest.mark.parametrize("name", sorted(PROGRAM_METHODS))
 def test_program_equals_ryujit(run_captured, tmp_path, name):
-    exe = tmp_path / f"{name}.exe"
-    proc = subprocess.run([shutil.which("mcs") or "mcs", "-nologo", f"-out:{exe}", str(PROGRAMS_DIR / f"{name}.cs")],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    exe = compile_cs(PROGRAMS_DIR / f"{name}.cs", tmp_path / f"{name}.exe")
     oracle = run_on_coreclr(exe)
     out = run_captured(exe, compare_jitee=True)
     assert (out.stdout.decode(), out.exit_code) == (oracle.stdout, oracle.returncode)

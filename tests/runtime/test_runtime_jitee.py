@@ -18,13 +18,11 @@ The comparison over every method of the suite is in test_run_il.py / test_run_cs
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from llilc_eh.check.toolchain import run_on_coreclr
+from llilc_eh.check.toolchain import compile_cs, run_on_coreclr
 from llilc_eh.ee.protocol import LAYOUT_QUESTIONS, JitEEInterface, members
 from llilc_eh.reader.jitee import JitEE
 from llilc_eh.runtime.ee import RuntimeJitEE
@@ -33,13 +31,6 @@ PROGRAMS = Path(__file__).resolve().parent / "programs"
 CS = Path(__file__).resolve().parent / "cs"
 READER_QUESTIONS = {"field offset", "value class", "class size", "holds GC references", "GC layout",
                     "SysV classification", "method attributes"}
-
-
-def _mcs(src: Path, out: Path) -> Path:
-    proc = subprocess.run([shutil.which("mcs") or "mcs", "-nologo", f"-out:{out}", str(src)],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return out
 
 
 @pytest.mark.parametrize("impl", [JitEE, RuntimeJitEE])
@@ -56,12 +47,12 @@ def test_every_question_of_the_protocol_is_defined_by_each_implementation(impl):
 
 @pytest.fixture(scope="module")
 def values_exe(tmp_path_factory) -> Path:
-    return _mcs(CS / "values.cs", tmp_path_factory.mktemp("jitee") / "values.exe")
+    return compile_cs(CS / "values.cs", tmp_path_factory.mktemp("jitee") / "values.exe")
 
 
 @pytest.fixture(scope="module")
 def returns_exe(tmp_path_factory) -> Path:
-    return _mcs(PROGRAMS / "returns.cs", tmp_path_factory.mktemp("jitee") / "returns.exe")
+    return compile_cs(PROGRAMS / "returns.cs", tmp_path_factory.mktemp("jitee") / "returns.exe")
 
 
 def test_runtime_answers_the_readers_layout_questions(returns_exe, values_exe, run_captured):
@@ -117,7 +108,7 @@ def test_the_run_binds_in_netcore_whatever_the_assembly_targets(tmp_path):
     from llilc_eh.runtime.service import RUN_FRAMEWORK, RunConfig, Service
     src = tmp_path / "mono_only.cs"
     src.write_text(MONO_ONLY)
-    exe = _mcs(src, tmp_path / "mono_only.exe")
+    exe = compile_cs(src, tmp_path / "mono_only.exe")
     own_choice, why = JitEE(Assembly(exe)).framework
     assert own_choice.name == "mono", why           # the control: left alone, metadata picks Mono
     service = Service(RunConfig(program=str(exe), assembly="mono_only", search_dirs=[str(tmp_path)],
@@ -150,7 +141,7 @@ def test_the_runtime_answers_what_metadata_cannot(tmp_path, run_captured):
     reader refuses such methods when metadata answers), the runtime has one -- its methods are
     ours and print RyuJIT's output; the log says metadata had no answer (agree None), never
     that the two disagreed."""
-    exe = _mcs(PROGRAMS / "explicit_layout.cs", tmp_path / "explicit_layout.exe")
+    exe = compile_cs(PROGRAMS / "explicit_layout.cs", tmp_path / "explicit_layout.exe")
     oracle = run_on_coreclr(exe)
     ours = run_captured(exe, compare_jitee=True)
     assert (ours.stdout.decode(), ours.exit_code) == (oracle.stdout, oracle.returncode)

@@ -19,13 +19,11 @@ measured (KNOWN_BREAKS), so its fix shows up.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from llilc_eh.check.toolchain import run_on_coreclr
+from llilc_eh.check.toolchain import compile_cs, run_on_coreclr
 from llilc_eh.runtime.driver import reason_class
 
 WORKLOADS_DIR = Path(__file__).resolve().parent / "workloads"
@@ -54,11 +52,7 @@ def workloads(tmp_path_factory) -> dict[str, Path]:
     out_dir = tmp_path_factory.mktemp("workloads")
     exes = {}
     for name in WORKLOADS:
-        exe = out_dir / f"{name}.exe"
-        proc = subprocess.run([shutil.which("mcs") or "mcs", "-nologo", "-optimize+", f"-out:{exe}",
-                               str(WORKLOADS_DIR / f"{name}.cs")], capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        exes[name] = exe
+        exes[name] = compile_cs(WORKLOADS_DIR / f"{name}.cs", out_dir / f"{name}.exe", "-optimize+")
     return exes
 
 

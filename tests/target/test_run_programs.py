@@ -14,13 +14,12 @@ cloned finallys.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from llilc_eh.check.toolchain import run_on_coreclr
+from llilc_eh.check.toolchain import compile_cs, run_on_coreclr
 from llilc_eh.runtime.build import ensure_built
 from llilc_eh.runtime.driver import run
 
@@ -39,10 +38,7 @@ def programs(tmp_path_factory) -> dict[str, tuple[Path, str]]:
     out_dir = tmp_path_factory.mktemp("target_programs")
     built = {}
     for name in PROGRAMS:
-        exe = out_dir / f"{name}.exe"
-        proc = subprocess.run([shutil.which("mcs") or "mcs", "-nologo", "-unsafe", f"-out:{exe}",
-                               str(HERE / f"{name}.cs")], capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
+        exe = compile_cs(HERE / f"{name}.cs", out_dir / f"{name}.exe", "-unsafe")
         oracle = run_on_coreclr(exe)
         assert oracle.returncode == 0 and oracle.stdout.count("\n") >= 4, oracle.stderr   # it printed something real
         built[name] = (exe, oracle.stdout)
