@@ -152,11 +152,17 @@ class JitInfo:
 
     # -- addresses of what the code uses (trapped: they load types, run resolution) ---------
 
+    def _with_indirection(self, name: str, arg: int) -> tuple[int, int]:
+        """(value or 0, indirection cell or 0) of the calls that return a value directly or
+        fill their out-pointer with a cell holding it (getHelperFtn, embed*Handle,
+        getFieldAddress): one of the two is non-zero."""
+        indirect = ctypes.c_void_p(0)
+        value = self.trapped(name, arg, ctypes.addressof(indirect))
+        return value, indirect.value or 0
+
     def helper_ftn(self, helper: int) -> tuple[int, int]:
         """(direct address or 0, indirection cell or 0) of a CORINFO_HELP_* helper."""
-        indirect = ctypes.c_void_p(0)
-        direct = self.trapped("getHelperFtn", helper, ctypes.addressof(indirect))
-        return direct, indirect.value or 0
+        return self._with_indirection("getHelperFtn", helper)
 
     def resolve_token(self, scope: int, token: int, kind: int, context: int = 0) -> CORINFO_RESOLVED_TOKEN:
         rt = CORINFO_RESOLVED_TOKEN(tokenContext=context, tokenScope=scope, token=token, tokenType=kind)
@@ -174,17 +180,12 @@ class JitInfo:
         return InfoAccessType(kind), value.value or 0
 
     def embed_class_handle(self, cls: int) -> tuple[int, int]:
-        indirect = ctypes.c_void_p(0)
-        handle = self.trapped("embedClassHandle", cls, ctypes.addressof(indirect))
-        return handle, indirect.value or 0
+        return self._with_indirection("embedClassHandle", cls)
 
     def embed_generic_handle(self, rt) -> tuple[InfoAccessType, int]:
         """(access, handle) of a resolved token as the code must embed it; a runtime lookup
         (shared generic code) is refused with JitInfoTrap."""
-        result = CORINFO_GENERICHANDLE_RESULT()
-        self.trapped("embedGenericHandle", ctypes.addressof(rt), 0, ctypes.addressof(result))
-        if result.lookup.lookupKind.needsRuntimeLookup:
-            raise JitInfoTrap("embedGenericHandle: the handle needs a runtime lookup")
+        result = self._generic_handle(rt, "the handle")
         return InfoAccessType(result.lookup.constLookup.accessType), result.lookup.constLookup.addr or 0
 
     def exact_method(self, rt) -> int:
@@ -193,26 +194,25 @@ class JitInfo:
         For a MemberRef on a generic instantiation resolveToken gives the code shared between
         instantiations (KeyValuePair<__Canon,int>::get_Key), whose caller must pass the hidden
         instantiation argument; this gives the instantiating stub, which passes it itself."""
+        return self._generic_handle(rt, "the method").compileTimeHandle or 0
+
+    def _generic_handle(self, rt, what: str) -> CORINFO_GENERICHANDLE_RESULT:
+        """embedGenericHandle of a resolved token; a runtime lookup (shared generic code) is
+        JitInfoTrap naming `what` needed it."""
         result = CORINFO_GENERICHANDLE_RESULT()
         self.trapped("embedGenericHandle", ctypes.addressof(rt), 0, ctypes.addressof(result))
         if result.lookup.lookupKind.needsRuntimeLookup:
-            raise JitInfoTrap("embedGenericHandle: the method needs a runtime lookup")
-        return result.compileTimeHandle or 0
+            raise JitInfoTrap(f"embedGenericHandle: {what} needs a runtime lookup")
+        return result
 
     def embed_method_handle(self, method: int) -> tuple[int, int]:
-        indirect = ctypes.c_void_p(0)
-        handle = self.trapped("embedMethodHandle", method, ctypes.addressof(indirect))
-        return handle, indirect.value or 0
+        return self._with_indirection("embedMethodHandle", method)
 
     def embed_field_handle(self, field: int) -> tuple[int, int]:
-        indirect = ctypes.c_void_p(0)
-        handle = self.trapped("embedFieldHandle", field, ctypes.addressof(indirect))
-        return handle, indirect.value or 0
+        return self._with_indirection("embedFieldHandle", field)
 
     def field_address(self, field: int) -> tuple[int, int]:
-        indirect = ctypes.c_void_p(0)
-        addr = self.trapped("getFieldAddress", field, ctypes.addressof(indirect))
-        return addr, indirect.value or 0
+        return self._with_indirection("getFieldAddress", field)
 
     def init_class(self, field: int, method: int, context: int) -> int:
         return self.trapped("initClass", field, method, context, 0) & 0xFFFFFFFF
