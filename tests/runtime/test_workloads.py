@@ -37,6 +37,9 @@ KNOWN_BREAKS: dict[str, str] = {}       # workload -> the measured reason (stric
 KNOWN_REASONS = {
     "generic method or method of a generic type (code per instantiation not supported)",
     "code shared between generic instantiations",
+    # a shared generic method whose body needs the instantiation (runtime/generic.py)
+    "code shared between generic instantiations: IL_… '…' may need a runtime lookup of the instantiation "
+    "(not generated)",
     "IL stub (no IL of its own in a file)",
     "JIT intrinsic (RyuJIT expands it; its IL may call itself)",
     "synchronized method (the JIT's own monitor clause is not generated)",
