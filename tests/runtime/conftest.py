@@ -24,7 +24,7 @@ def _run_captured(exe: Path, args=(), **kw) -> RunOutcome:
     return run(exe, list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=RUN_TIMEOUT, **kw)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def run_captured(altjit):
     """`llilc-eh run` on an exe with its output captured: run_captured(exe, args, opt=..., ...)."""
     return _run_captured

@@ -17,14 +17,12 @@ The output must still equal RyuJIT's (a GC.Collect runs between the calls).
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from llilc_eh.check.toolchain import compile_cs, run_on_coreclr
 from llilc_eh.gcinfo import ReturnKind, decode
-from llilc_eh.runtime.driver import run
 
 PROGRAM = Path(__file__).resolve().parent / "programs" / "returns.cs"
 EXPECTED_KIND = {
@@ -41,9 +39,9 @@ EXPECTED_KIND = {
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory, altjit):
+def installed(tmp_path_factory, run_captured):
     exe = compile_cs(PROGRAM, tmp_path_factory.mktemp("gcinfo") / "returns.exe")
-    return exe, run(exe, [], opt=2, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    return exe, run_captured(exe, opt=2)
 
 
 def test_every_method_of_the_program_installed(installed):
