@@ -17,6 +17,7 @@ from llilc_eh.check.toolchain import ToolchainError, assemble
 
 TESTS_DIR = Path(__file__).resolve().parent
 IL_DIR = TESTS_DIR / "il"
+RUN_TIMEOUT = 300     # seconds per program under `llilc-eh run`: a hang is a failure, not a stuck suite
 
 
 def pytest_configure(config):
@@ -45,3 +46,23 @@ def il_programs(tmp_path_factory) -> dict[str, Path]:
     if failures:
         raise ToolchainError("\n\n".join(failures))
     return programs
+
+
+@pytest.fixture(scope="session")
+def altjit() -> Path:
+    """The C alt JIT of `llilc-eh run`, built once per session (a gcc failure fails every test
+    that needs it). tests/runtime and tests/target both run programs with it."""
+    from llilc_eh.runtime.build import ensure_built    # only the tests that run programs load it
+    return ensure_built()
+
+
+@pytest.fixture(scope="session")
+def run_captured(altjit):
+    """`llilc-eh run` on an exe with its output captured: run_captured(exe, args, opt=..., ...)."""
+    import subprocess
+
+    from llilc_eh.runtime.driver import run
+
+    def run_captured(exe: Path, args=(), **kw):
+        return run(exe, list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=RUN_TIMEOUT, **kw)
+    return run_captured

@@ -14,14 +14,11 @@ cloned finallys.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from llilc_eh.check.toolchain import compile_cs, run_on_coreclr
-from llilc_eh.runtime.build import ensure_built
-from llilc_eh.runtime.driver import run
 
 HERE = Path(__file__).parent
 PROGRAMS = {
@@ -48,11 +45,9 @@ def programs(tmp_path_factory) -> dict[str, tuple[Path, str]]:
 @pytest.mark.parametrize("clone_finally", (False, True), ids=("selectors", "clone-finally"))
 @pytest.mark.parametrize("opt", (0, 2))
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
-def test_prints_what_ryujit_prints(programs, name, opt, clone_finally):
-    ensure_built()
+def test_prints_what_ryujit_prints(programs, run_captured, name, opt, clone_finally):
     exe, expected = programs[name]
-    outcome = run(exe, [], opt=opt, clone_finally=clone_finally, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                  timeout=300)
+    outcome = run_captured(exe, opt=opt, clone_finally=clone_finally)
     compiled = {m["method"] for m in outcome.report.get("compiled", [])}
     declined = outcome.report.get("declined", [])
     assert declined == [], declined
