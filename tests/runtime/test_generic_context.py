@@ -22,7 +22,7 @@ from llilc_eh.runtime.driver import reason_class
 from llilc_eh.runtime.generic import LOOKUP_REASON_CLASS
 
 PROGRAM = Path(__file__).resolve().parent / "programs" / "generic_catch_funclets.cs"
-SHARED = {"Program::InCatch", "Program::InFinally", "Program::Instance"}
+SHARED = {"Program::InCatch", "Program::InFinally", "Program::Instance", "Program::WithFilter"}
 CONFIGS = {"O0": dict(opt=0), "O2": dict(opt=2), "O2-clone": dict(opt=2, clone_finally=True)}
 
 
@@ -36,6 +36,8 @@ def program(tmp_path_factory):
 def test_shared_generic_catch_equals_ryujit(program, run_captured, config):
     exe, oracle = program
     assert "caught by catch T inside a finally" in oracle.stdout     # the program does what it says
+    assert "WithFilter: caught by catch T 0" in oracle.stdout and "WithFilter: caught by the filter's handler 10" \
+        in oracle.stdout
     out = run_captured(exe, **CONFIGS[config])
     assert out.stdout.decode() == oracle.stdout, out.stderr.decode()[-2000:]
     assert out.exit_code == oracle.returncode == 0

@@ -1,7 +1,8 @@
 // Shared generic methods (code for every reference-type instantiation, the hidden MethodDesc
 // argument) whose `catch (T)` the runtime resolves from the frame: from the main body, from
 // inside a catch funclet and from inside a finally funclet (the runtime then follows the
-// PSPSym to the parent frame), with `this` and a return value around the hidden argument.
+// PSPSym to the parent frame), with `this` and a return value around the hidden argument,
+// and beside a filter (WithFilter).
 // Lookup<T> needs the instantiation in its body (typeof(T)): declined, RyuJIT compiles it.
 using System;
 
@@ -75,6 +76,31 @@ class Program
         }
     }
 
+    static bool Check(int a)
+    {
+        Console.WriteLine("WithFilter: filter sees " + a);
+        return a > 0;
+    }
+
+    // a filter (an outlined function reaching the parent's frame by llvm.localrecover, its
+    // slots escaped after the generic context's) beside catch (T)
+    static void WithFilter<T>(int a) where T : Exception
+    {
+        int seen = a * 10;
+        try
+        {
+            throw new FormatException();
+        }
+        catch (Exception) when (Check(seen))
+        {
+            Console.WriteLine("WithFilter: caught by the filter's handler " + seen);
+        }
+        catch (T)
+        {
+            Console.WriteLine("WithFilter: caught by catch T " + seen);
+        }
+    }
+
     static string Lookup<T>() where T : Exception
     {
         try
@@ -110,6 +136,16 @@ class Program
         Console.WriteLine(p.Instance<ArgumentException>(1, "b", 3L));
         Console.WriteLine(p.Instance<ArgumentException>(2, "b", 4L));
         Console.WriteLine(p.Instance<FormatException>(2, "b", 5L));
+        WithFilter<FormatException>(1);
+        WithFilter<FormatException>(0);
+        try
+        {
+            WithFilter<ArgumentException>(0);
+        }
+        catch (FormatException)
+        {
+            Console.WriteLine("Main: FormatException escaped WithFilter");
+        }
         Console.WriteLine(Lookup<ArgumentException>());
         Console.WriteLine(Lookup<FormatException>());
         Console.WriteLine("count " + count);
