@@ -483,17 +483,60 @@ def run(files: list[str], jobs: int = 1, progress: bool = True, translate: bool 
             finally:
                 _EVENTS = None
         else:
-            pool = ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init, initargs=(events,))
-            try:
-                futures = [pool.submit(validate_file, f, translate, opt, tuple(references), **file_options)
-                           for f in order]
-                for future in as_completed(futures):
-                    tick(future.result())
-            except BaseException:
-                _stop_workers(pool)
-                raise
-            pool.shutdown()
+            args = (translate, opt, tuple(references))
+            pending = order
+            while pending:
+                broken = _pool_round(pending, jobs, events, args, file_options, tick)
+                pending = _find_worker_killer(broken, events, args, file_options, tick)
     return [results[f] for f in files]
+
+
+def _pool_round(files, jobs, events, args, file_options, tick) -> list[str]:
+    """Validate `files` in a pool of `jobs` workers; return the files left undone because a
+    worker process died (a crash in native code, the OOM killer) and broke the pool -- the
+    executor then fails every unfinished task, whichever file killed it."""
+    from concurrent.futures.process import BrokenProcessPool
+    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init, initargs=(events,))
+    broken = []
+    try:
+        futures = {pool.submit(_validate_in_worker, f, *args, **file_options): f for f in files}
+        for future in as_completed(futures):
+            try:
+                tick(future.result())
+            except BrokenProcessPool:
+                broken.append(futures[future])
+    except BaseException:
+        _stop_workers(pool)
+        raise
+    pool.shutdown()
+    lost = set(broken)
+    return [f for f in files if f in lost]
+
+
+def _find_worker_killer(broken, events, args, file_options, tick) -> list[str]:
+    """Run the files a broken pool left undone one at a time, each in a pool of its own, until
+    one kills its worker alone: that file becomes a `batch/worker-lost` file error (a batch
+    goes on and loses nothing); the files after it go back to a parallel round."""
+    for i, f in enumerate(broken):
+        if _pool_round([f], 1, events, args, file_options, tick):
+            report = FileReport(path=f)
+            report.file_error = {"stage": "batch", "kind": "worker-lost", "method": None, "offset": None,
+                                 "reason": "the worker process validating this file died (a crash below "
+                                           "Python, or killed); run it alone with --jobs 1 to see how"}
+            tick(report)
+            return broken[i + 1:]
+    return []
+
+
+# Fault injection for the tests (a real worker death, not a mock): a worker validating a file
+# whose name is the value of this variable kills its own process with SIGKILL.
+FAULT_ENV = "LLILC_EH_BATCH_FAULT"
+
+
+def _validate_in_worker(path: str, *args, **kwargs) -> FileReport:
+    if os.environ.get(FAULT_ENV) and Path(path).name == os.environ[FAULT_ENV]:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return validate_file(path, *args, **kwargs)
 
 
 @contextlib.contextmanager
