@@ -79,6 +79,9 @@ def find_method(asm, query: str, *, index: int | None = None):
         if exact.kind not in ("method-not-found",) or query.strip().lower().startswith("0x"):
             raise
         name, paren, rest = query.partition("(")
+        if not name.strip():        # `(`, `(int)`: nothing to look up, nothing to suggest
+            raise AssemblyError(f"{query!r} names no method: give Ns.Type::Name or a part of it before "
+                                "the parameter list", kind="method-not-found") from None
         params = simple_params(rest.rstrip().removesuffix(")")) if paren else None
         names = asm._methods_by_name            # noqa: SLF001 - the index find_method builds anyway
         hits = sorted({rid for full, rids in names.items()

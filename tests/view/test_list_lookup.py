@@ -112,3 +112,7 @@ def test_a_miss_says_what_was_meant():
     assert e.value.kind == "ambiguous-method" and "matches" in str(e.value)
     r = llilc("il", str(CORELIB), "--method", "WaitAllBlockingCor")
     assert r.returncode == 1 and "did you mean" in r.stderr and "Traceback" not in r.stderr
+    for query in ("(", "(int)", " ("):     # no name before the parameter list: said so, as typed
+        with pytest.raises(AssemblyError) as e:
+            find_method(asm, query)
+        assert e.value.kind == "method-not-found" and f"{query!r} names no method" in str(e.value)
