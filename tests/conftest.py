@@ -49,6 +49,15 @@ def il_programs(tmp_path_factory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="session")
+def pool():
+    """One LLVM codegen worker for the tests that run the whole pipeline on a few methods
+    (tests/backend has its own 4-worker `pool`, which overrides this one there)."""
+    from llilc_eh.backend.codegen import CodegenPool
+    with CodegenPool(1) as p:
+        yield p
+
+
+@pytest.fixture(scope="session")
 def altjit() -> Path:
     """The C alt JIT of `llilc-eh run`, built once per session (a gcc failure fails every test
     that needs it). tests/runtime and tests/target both run programs with it."""

@@ -18,7 +18,6 @@ import pytest
 
 from llilc_eh.assembly.loader import Assembly
 from llilc_eh.assembly.native import ClauseFlags, NativeClause
-from llilc_eh.backend.codegen import CodegenPool
 from llilc_eh.check.dispatch import (
     Event,
     Scenario,
@@ -90,13 +89,6 @@ def test_filters_duplicates_and_cloned_finally():
 
 # --------------------------------------------------------------------------------------------
 # The sample through the whole pipeline
-
-
-@pytest.fixture(scope="module")
-def pool():
-    p = CodegenPool(1)
-    yield p
-    p.close()
 
 
 @pytest.fixture(scope="module")

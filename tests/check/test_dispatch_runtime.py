@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 from llilc_eh.assembly.loader import Assembly
-from llilc_eh.backend.codegen import CodegenPool
 from llilc_eh.check.dispatch import (
     Scenario,
     clr_dispatch,
@@ -57,13 +56,6 @@ CASES = [
      None),
 ]
 PROGRAMS = sorted({c[0] for c in CASES})
-
-
-@pytest.fixture(scope="module")
-def pool():
-    p = CodegenPool(1)
-    yield p
-    p.close()
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,6 @@ import pytest
 from llilc_eh import batch
 from llilc_eh.assembly.corpus import Corpus
 from llilc_eh.assembly.loader import Assembly
-from llilc_eh.backend.codegen import CodegenPool
 from llilc_eh.pipeline import Pipeline, eh_methods
 from llilc_eh.reader.jitee import JitEE
 
@@ -83,12 +82,6 @@ def partial_framework(tmp_path_factory) -> Path:
         if f.suffix == ".dll" and f.name not in WITHHELD:
             os.symlink(f, folder / f.name)
     return folder / CORPUS_ASSEMBLY
-
-
-@pytest.fixture(scope="module")
-def pool():
-    with CodegenPool(1) as p:
-        yield p
 
 
 def _outcome(run) -> tuple:

@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 from llilc_eh.assembly.loader import Assembly
-from llilc_eh.backend.codegen import CodegenPool
 from llilc_eh.check.toolchain import assemble, run_on_coreclr
 from llilc_eh.errors import ReaderError
 from llilc_eh.il.method import analyze
@@ -142,12 +141,6 @@ def test_incompatible_joins_still_fail(joins_asm, name):
     assert e.value.offset is not None and name in e.value.method
     assert f"IL_{e.value.offset:04x}" in str(e.value)
     assert all(f"'{k}'" in e.value.reason for k in REFUSED[name])
-
-
-@pytest.fixture(scope="module")
-def pool():
-    with CodegenPool(1) as p:
-        yield p
 
 
 def _pipeline_runs(asm: Assembly, rids, pool) -> dict:
