@@ -492,6 +492,18 @@ def _check(info: GcInfo) -> None:
 
     if not isinstance(info.code_length, int) or not 0 < info.code_length < 1 << 32:
         raise bad(f"code length {info.code_length!r}: must be positive and fit a UINT32")
+    # GcInfoEncoder::SetReturnKind asserts IsValidReturnKind (gcinfotypes.h): RT_Unset is the
+    # JIT's "not decided", never a verdict the runtime's return-address hijack may act on
+    if info.return_kind not in ReturnKind._value2member_map_ or info.return_kind == ReturnKind.UNSET:
+        raise bad(f"return kind {info.return_kind!r}: not a ReturnKind the runtime reads "
+                  f"(UNSET and numbers outside gcinfotypes.h are refused)")
+    # the stack base register is the frame register slots are reported against: one of the 16
+    # AMD64 general registers, and not RSP (RSP-based slots say SP_REL, not a base register)
+    if info.stack_base_register is not None and (not isinstance(info.stack_base_register, int)
+                                                 or not 0 <= info.stack_base_register < len(_GPR)
+                                                 or info.stack_base_register == _GPR.index("rsp")):
+        raise bad(f"stack base register {info.stack_base_register!r}: not an AMD64 frame register "
+                  f"(0-15, RSP excluded)")
     points = list(info.safe_points)
     if any(not isinstance(p, int) or not 0 <= p < info.code_length for p in points) or \
             any(a >= b for a, b in zip(points, points[1:])):

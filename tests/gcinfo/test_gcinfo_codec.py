@@ -155,6 +155,26 @@ def test_for_method_refuses_what_it_cannot_encode(args, match):
         for_method(*args)
 
 
+@pytest.mark.parametrize("kwargs, match", [
+    ({"return_kind": ReturnKind.UNSET}, "return kind"),          # the JIT's "not decided"
+    ({"return_kind": 7}, "return kind"),                          # no such ReturnKind
+    ({"stack_base_register": 4}, "stack base register"),          # RSP
+    ({"stack_base_register": 16}, "stack base register"),         # no such register
+    ({"stack_base_register": -1}, "stack base register"),
+])
+def test_encoder_refuses_an_unset_return_kind_and_a_bogus_stack_base(kwargs, match):
+    with pytest.raises(GcInfoError, match=match):
+        encode(GcInfo(code_length=10, **kwargs))
+    # the control: the same value with a real return kind and RBP encodes and decodes back
+    good = GcInfo(code_length=10, return_kind=ReturnKind.OBJECT, stack_base_register=5)
+    assert decode(encode(good)) == good
+
+
+def test_for_method_refuses_an_unset_return_kind():
+    with pytest.raises(GcInfoError, match="return kind"):
+        for_method(10, 8, 5, True, return_kind=ReturnKind.UNSET)
+
+
 def test_header_fields_are_declared_once_in_stream_order():
     names = [f.name for f in HEADER_FIELDS]
     assert names == ["code_length", "prolog_size", "epilog_size", "security_object_offset", "gs_cookie_offset",
@@ -222,7 +242,7 @@ def gc_infos(draw):
             chunks = ()   # the canonical value: no chunk pointers at all
     return GcInfo(
         code_length=code_length,
-        return_kind=draw(st.sampled_from(list(ReturnKind))),
+        return_kind=draw(st.sampled_from([k for k in ReturnKind if k is not ReturnKind.UNSET])),   # refused
         is_vararg=draw(st.booleans()),
         prolog_size=draw(st.integers(1, 200)) if needs_prolog else None,
         epilog_size=draw(st.integers(0, 100)) if gs else None,
@@ -231,7 +251,7 @@ def gc_infos(draw):
         psp_sym_offset=draw(st.none() | OFFSET8),
         generics_inst_context=context,
         generics_inst_context_offset=draw(OFFSET8) if context is not None else None,
-        stack_base_register=draw(st.none() | st.integers(0, 15)),
+        stack_base_register=draw(st.none() | st.integers(0, 15).filter(lambda r: r != 4)),   # RSP refused
         wants_report_only_leaf=draw(st.booleans()),
         edit_and_continue_preserved_area=draw(st.none() | st.integers(0, 64)),
         reverse_pinvoke_frame_slot=draw(st.none() | st.integers(-100, 100)),
