@@ -115,6 +115,7 @@ class DisasmRange:
     range: int                      # RangeRow.index
     insns: tuple[Insn, ...]
     padding: tuple[int, int] | None  # [start, end) of the gap after it (int3), if any
+    probe: tuple[Insn, ...] = ()     # our stack probe routine, when it sits in that gap
 
 
 @dataclass(frozen=True)
@@ -248,6 +249,7 @@ def _disassemble(image: FinalImage, ranges: tuple[RangeRow, ...],
     relocations = {r.offset: r for r in image.relocations if r.offset < len(image.code)}
     fixups = {f.site: f for f in image.fixups if f.site < len(image.code)}
     events = _events(clauses)
+    probe = stack_probe_span(image)
     out = []
     for n, r in enumerate(ranges):
         insns = []
@@ -261,8 +263,21 @@ def _disassemble(image: FinalImage, ranges: tuple[RangeRow, ...],
             insns.append(Insn(address, raw, mnemonic, operands, tuple(notes), tuple(here)))
         following = ranges[n + 1].start if n + 1 < len(ranges) else len(image.code)
         padding = (r.end, following) if following > r.end else None
-        out.append(DisasmRange(n, tuple(insns), padding))
+        routine = ()
+        if padding is not None and probe is not None and r.end <= probe[0] < following:
+            routine = tuple(Insn(a, raw, m, ops, (), ()) for a, raw, m, ops in _decode(md, image.code, *probe))
+        out.append(DisasmRange(n, tuple(insns), padding, routine))
     return tuple(out)
+
+
+def stack_probe_span(image: FinalImage) -> tuple[int, int] | None:
+    """[start, end) of our stack probe routine (linux-x64: LLVM's prologs call it; it belongs
+    to no range, so a view that showed the gaps between ranges as int3 padding hid it). Its size
+    is what the code holds beyond the ranges and their padding (FinalImage.padding leaves it out)."""
+    if image.stack_probe is None:
+        return None
+    size = image.code_size - sum(r.size for r in image.ranges) - image.padding
+    return image.stack_probe, image.stack_probe + size
 
 
 def _decode(md, code: bytes, start: int, end: int):
@@ -296,6 +311,10 @@ def _annotate(mnemonic: str, operands: str, end: int, rels: list[ImageRelocation
     for f in fixups:
         if f.kind == "frame-constant":
             notes.append(f"frame constant {f.target} ({f.detail})")
+        elif f.kind == "stack-probe":
+            notes.append(f"-> {f.target:#06x} (our stack probe routine, in no range)")
+        elif f.kind == "cell":
+            notes.append(f"-> {f.target:#06x} (data cell {f.detail}, read-only data)")
         else:
             notes.append(f"-> {_where(f.target, here, ranges)} ({f.kind} fixup)")
     if not rels and not fixups:

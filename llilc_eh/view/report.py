@@ -12,7 +12,7 @@ no timings unless asked for.
 from __future__ import annotations
 
 from ..funclets.model import FuncletModel
-from .method import MethodView
+from .method import MethodView, stack_probe_span
 
 
 def report(view: MethodView, *, timings: bool = False, sections=None) -> dict:
@@ -106,8 +106,11 @@ def _image(view: MethodView) -> dict:
         "decided_by": im.decided_by,
         "filter_constants": None if fc is None else {"psp_slot_offset": fc.psp_slot_offset,
                                                      "fp_offset": fc.fp_offset, "evidence": list(fc.evidence)},
+        "target": im.target,
         "read_only_data": im.read_only_data.hex(),
         "read_only_data_offset": im.read_only_data_offset,
+        "cells": [{"offset": at, "symbol": symbol} for at, symbol in im.cells],
+        "stack_probe": list(probe) if (probe := stack_probe_span(im)) is not None else None,
         "relocations": [{"offset": r.offset, "type": getattr(r.type, "name", r.type), "symbol": r.symbol,
                          "addend": r.addend} for r in im.relocations],
         "fixups": [{"kind": f.kind, "site": f.site, "size": f.size, "source": f.source, "target": f.target,

@@ -27,6 +27,7 @@ from .method import (
     ClauseRow,
     Insn,
     MethodView,
+    stack_probe_span,
 )
 
 SECTIONS = ("il", "ir", "funclets", "image", "clauses", "unwind")
@@ -167,8 +168,22 @@ def image(view: MethodView) -> str:
     if im.filter_constants is not None:
         fc = im.filter_constants
         lines.append(f" filter constants: psp_slot_offset {fc.psp_slot_offset}, fp_offset {fc.fp_offset}")
+    lines.append(f" target: {im.target}")
     if im.read_only_data:
         lines.append(f" read-only data: {len(im.read_only_data)} bytes at {im.read_only_data_offset:#06x}")
+    if im.cells:
+        lines.append(f" data cells (8 bytes each, in the read-only data, filled by the installer): {len(im.cells)}")
+        lines += [f"   {at:#06x}  {symbol}" for at, symbol in im.cells]
+    probe = stack_probe_span(im)
+    if probe is not None:
+        lines.append(f" stack probe routine (ours, in no range): [{probe[0]:#06x}, {probe[1]:#06x})")
+    externals = view.run.reader.externals if view.run.reader is not None else {}
+    if externals:
+        by_kind: dict[str, int] = {}
+        for e in externals.values():
+            by_kind[e.kind] = by_kind.get(e.kind, 0) + 1
+        lines.append(f" external symbols (reader/externals.py): {len(externals)}: "
+                     + ", ".join(f"{n} {k}" for k, n in sorted(by_kind.items())))
     code_relocs = [r for r in im.relocations if r.offset < im.code_size]
     data_relocs = [r for r in im.relocations if r.offset >= im.code_size]
     lines.append(f" relocations: {len(code_relocs)} in the code (external symbols, named in the disassembly)"
@@ -190,9 +205,23 @@ def image(view: MethodView) -> str:
         for insn in d.insns:
             lines.append(_insn_line(view, insn, lanes))
         if d.padding is not None:
-            a, b = d.padding
-            lines.append(f"   {a:#06x}  {'':{lanes}}  padding [{a:#06x}, {b:#06x}), {b - a} bytes of int3")
+            lines += _gap(d, lanes)
     return "\n".join(lines)
+
+
+def _gap(d, lanes: int) -> list[str]:
+    """The gap after a range: int3 padding, and our stack probe routine if it sits there."""
+    a, b = d.padding
+    if not d.probe:
+        return [f"   {a:#06x}  {'':{lanes}}  padding [{a:#06x}, {b:#06x}), {b - a} bytes of int3"]
+    p, q = d.probe[0].address, d.probe[-1].end
+    out = [f"   {a:#06x}  {'':{lanes}}  padding [{a:#06x}, {p:#06x}), {p - a} bytes of int3"] if p > a else []
+    out.append(f"-- stack probe routine [{p:#06x}, {q:#06x}) (ours, in no range: prologs and dynamic "
+               f"allocas call it with the size in RAX)")
+    out += [f"   {i.address:#06x}  {'':{lanes}}  {i.raw.hex():<22} {i.text}" for i in d.probe]
+    if b > q:
+        out.append(f"   {q:#06x}  {'':{lanes}}  padding [{q:#06x}, {b:#06x}), {b - q} bytes of int3")
+    return out
 
 
 def _lane_header(lanes: int) -> list[str]:

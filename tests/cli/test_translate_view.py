@@ -307,3 +307,55 @@ def test_a_failing_stage_prints_what_came_before_and_the_error(capsys, monkeypat
     js = only_method(out)
     assert rc == 2 and js["error"]["kind"] == "relink" and js["error"]["offset"] == 0x12
     assert js["image"] is None and js["clauses"] is None and js["ir"]["module"]
+
+
+# --------------------------------------------------------------------------------------------
+# linux-x64: what the code holds besides its ranges
+
+
+def test_linux_view_shows_target_cells_externals_and_the_stack_probe(tmp_path, capsys):
+    """A 12000-byte frame makes LLVM's prolog call our stack probe routine, which the final
+    image places after the ranges; the view used to count it as int3 padding. Now every byte of
+    the code is a range, int3 padding or the probe routine, and the probe is disassembled."""
+    from llilc_eh.check.toolchain import assemble
+    src = tmp_path / "frame.il"
+    src.write_text(r"""
+.assembly extern mscorlib {}
+.assembly frame {}
+.class public sequential ansi sealed beforefieldinit Big extends [mscorlib]System.ValueType
+{ .pack 1 .size 12000 .field public int32 A }
+.class public auto ansi beforefieldinit P extends [mscorlib]System.Object
+{
+  .method public static int32 Frame() cil managed
+  { .maxstack 2 .locals init (valuetype Big b)
+    .try { ldstr "x" call void P::F(string) ldloca.s b ldfld int32 Big::A leave.s done }
+    finally { ldstr "y" call void P::F(string) endfinally }
+    done: ldc.i4.0 ret }
+  .method public static void F(string s) cil managed { ret }
+}
+""")
+    dll = str(assemble(src, tmp_path, dll=True))
+    rc, out, _ = run_main(capsys, "translate", dll, "--method", "P::Frame", "--target", "linux-x64",
+                          "--stage", "image", "--no-timings")
+    assert rc == 0, out
+    assert " target: linux-x64" in out
+    assert "-- stack probe routine [" in out and "test qword ptr [r11], r11" in out
+    assert " data cells (8 bytes each" in out and "str:0x70000001" in out
+    assert "external symbols (reader/externals.py):" in out and "2 string" in out
+    assert "(our stack probe routine, in no range)" in out and "(data cell str:0x70000001, read-only data)" in out
+    # every byte accounted for: the ranges + int3 padding + the probe routine = the code size
+    doc = only_method(llilc("translate", dll, "--method", "P::Frame", "--target", "linux-x64", "--json").stdout)
+    image = doc["image"]
+    int3 = sum(int(x.split(" bytes of int3")[0].rsplit(" ", 1)[-1]) for x in out.splitlines() if "bytes of int3" in x)
+    probe = next(x for x in out.splitlines() if x.startswith("-- stack probe routine"))
+    p, q = (int(v, 16) for v in probe.split("[")[1].split(")")[0].split(", "))
+    assert q - p == 32 and int3 == image["padding"] and image["stack_probe"] == [p, q]
+    assert image["target"] == "linux-x64" and [c["symbol"] for c in image["cells"]] == ["str:0x70000001",
+                                                                                      "str:0x70000005"]
+    assert sum(r["end"] - r["start"] for r in image["ranges"]) + int3 + (q - p) == image["code_size"]
+
+
+def test_win_view_has_no_probe_routine(capsys):
+    """Negative control: win-x64 calls __chkstk (an external), the view shows no routine."""
+    rc, out, _ = run_main(capsys, "translate", "--method", DEFAULT, "--stage", "image", "--no-timings")
+    assert rc == 0 and " target: win-x64" in out and "stack probe routine" not in out
