@@ -24,6 +24,10 @@ Kinds:
   field-class     the class handle of a field's (value) type (ASSIGN_STRUCT of a field)
   field-owner     the class declaring a static field (CORINFO_HELP_INITCLASS before the access; linux-x64)
   static          a static field's address
+  statics-module  a [ThreadStatic] field's class: the module id its statics helper takes (linux-x64)
+  statics-class-id  ... and the class id (getClassDomainID; the cell holds the number)
+  thread-static   ... and the field's offset from the base `helper` returns (getFieldInfo); `boxed`:
+                  the code reads a boxed value there (a value type's static lives in a box)
   field           a CORINFO_FIELD_HANDLE (ldtoken)
   field-offset    an instance field's offset, where metadata could not lay its class out
   vasig-cookie    a vararg call site's cookie
@@ -35,7 +39,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 KINDS = ("helper", "method", "method-handle", "method-class", "method-entry", "string", "class", "array-class",
-         "field-class", "field-owner", "static", "field", "field-offset", "vasig-cookie", "frame-constant")
+         "field-class", "field-owner", "static", "statics-module", "statics-class-id", "thread-static", "field",
+         "field-offset", "vasig-cookie", "frame-constant")
 CALL_KINDS = ("helper", "method")
 
 
@@ -46,10 +51,11 @@ class External:
     symbol: str                     # as the IR and the object name it (unquoted)
     kind: str                       # one of KINDS
     token: int | None = None        # metadata token in the compiled module (None: helpers, frame constants)
-    helper: str | None = None       # kind helper: the CorInfoHelpFunc name
+    helper: str | None = None       # kind helper: the CorInfoHelpFunc name (thread-static: the base's helper)
     call: str | None = None         # kind method: direct | newobj | jmp
     prototype: str | None = None    # calls: the LLVM function type, e.g. `ptr (ptr, i64)`
     cell: bool = False              # an 8-byte cell holding the runtime's value (linux-x64 data)
+    boxed: bool = False             # kind thread-static: the code unboxes the static (its value after the header)
 
     @property
     def is_call(self) -> bool:

@@ -182,6 +182,14 @@ _HELPER_LIST = (
             "base of a class's GC statics, running its .cctor", [TYPE_INITIALIZATION]),
     _helper("CORINFO_HELP_GETSHARED_NONGCSTATIC_BASE", "ptr", ["i64", "i32"],
             "base of a class's non-GC statics, running its .cctor", [TYPE_INITIALIZATION]),
+    # Thread statics: (module id, class id) -> this thread's statics of the class (allocated and
+    # the .cctor run on first use); the _NOCTOR ids RyuJIT may be given are the same functions.
+    _helper("CORINFO_HELP_GETSHARED_GCTHREADSTATIC_BASE", "ptr", ["i64", "i32"],
+            "base of this thread's GC statics of a class, running its .cctor (JIT_GetSharedGCThreadStaticBase)",
+            [TYPE_INITIALIZATION]),
+    _helper("CORINFO_HELP_GETSHARED_NONGCTHREADSTATIC_BASE", "ptr", ["i64", "i32"],
+            "base of this thread's non-GC statics of a class, running its .cctor "
+            "(JIT_GetSharedNonGCThreadStaticBase)", [TYPE_INITIALIZATION]),
     # Synchronized methods: the implicit try/finally around the body (lockTaken is a byte flag).
     _helper("CORINFO_HELP_MON_ENTER", "void", ["ptr", "ptr"],
             "synchronized method entry: (object, &lockTaken) (JIT_MonEnterWorker)", [NULL_REFERENCE]),

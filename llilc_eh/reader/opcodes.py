@@ -1053,10 +1053,7 @@ class BlockTranslator:
             # ldsfld/stsfld/ldsflda: a static field's address is its symbol, also when its
             # MemberRef cannot be resolved (is_static None; was an AttributeError on `obj`).
             if self.tr.target.data_cells and _is_thread_static(self.tr.ee, ins.operand):
-                # a cell holds one address for every thread; CoreCLR reaches thread statics
-                # through helpers (CORINFO_FIELD_STATIC_TLS ...) that we do not call yet
-                raise self.tr.fail(f"{self.tr.target}: {f.symbol} is a [ThreadStatic] field (per-thread "
-                                   "storage is not reached through a data cell)", ins.offset, "thread-static")
+                return self.thread_static_address(ins, f), f
             symbol = self.tr.ee.static_field_address(ins.operand)
             if self.tr.target.data_cells:
                 # code the runtime runs: the class's static constructor must have run before the
@@ -1088,6 +1085,36 @@ class BlockTranslator:
                       f" to i64)")
         base = obj.op if obj.ty == "ptr" else self.narrow(obj, "ptr")
         return self.gep(base, offset), f
+
+    def thread_static_address(self, ins, f):
+        """A [ThreadStatic] field's address on this thread (linux-x64), as RyuJIT 3.1 reaches it
+        outside ReadyToRun: getFieldInfo gives every thread static
+        CORINFO_FIELD_STATIC_SHARED_STATIC_HELPER, so the code calls
+        CORINFO_HELP_GETSHARED_{GC,NONGC}THREADSTATIC_BASE(module id, class id) -- it allocates
+        this thread's statics and runs the class constructor when needed -- and adds the field's
+        offset (importer.cpp fgGetStaticsCCtorHelper). References and value types (kept boxed)
+        are GC statics (jitinterface.cpp getSharedStaticsHelper). A data cell would hold one
+        address for every thread: the three numbers are cells the installer fills from the
+        runtime and checks against its getFieldInfo (runtime/install.py)."""
+        from dataclasses import replace
+        symbol = self.tr.ee.static_field_address(ins.operand)
+        kind = self.tr.ee.stack_kind(f.type)
+        boxed = kind is StackKind.VALUE
+        helper = f"CORINFO_HELP_GETSHARED_{'GC' if boxed or kind is StackKind.OBJ else 'NONGC'}THREADSTATIC_BASE"
+        module = self.global_(symbol + "$module", kind="statics-module", token=ins.operand)
+        class_id = self.global_(symbol + "$classid", kind="statics-class-id", token=ins.operand)
+        offset_cell = self.global_(symbol + "$tls", kind="thread-static", token=ins.operand)
+        self.tr.externals[symbol + "$tls"] = replace(self.tr.externals[symbol + "$tls"], helper=helper, boxed=boxed)
+        m, c, o = self.v("module"), self.v("classid"), self.v("offset")
+        self.emit(f"{m} = ptrtoint ptr {module} to i64")
+        self.emit(f"{c} = ptrtoint ptr {class_id} to i32")
+        self.emit(f"{o} = ptrtoint ptr {offset_cell} to i64")
+        addr = self.gep(self.helper(helper, [f"i64 {m}", f"i32 {c}"]), o)
+        if boxed:   # CORINFO_FLG_FIELD_STATIC_IN_HEAP: the slot holds the box, the value follows its header
+            box = self.v("box")
+            self.emit(f"{box} = load ptr, ptr {addr}")
+            addr = self.gep(box, OBJECT_HEADER_SIZE)
+        return addr
 
     def ldfld(self, ins):
         stem = ins.op.name

@@ -284,6 +284,8 @@ def _cell_value(jit: JitInfo, info, ext) -> int:
         if not value:
             raise Declined(f"{what} 0x{ext.token:08X}: {api} gave an indirection")
         return value
+    if kind in _THREAD_STATIC_CELLS:
+        return _thread_static_cell(jit, info, ext)
     if kind == "method-entry":
         rt = jit.resolve_token(info.scope, ext.token, CorInfoTokenKind.Method, context=info.ftn)
         access, addr = jit.function_entry_point(rt.hMethod)
@@ -291,6 +293,55 @@ def _cell_value(jit: JitInfo, info, ext) -> int:
             raise Declined(f"ldftn 0x{ext.token:08X}: {access.name}")
         return addr
     raise Declined(f"external {ext} ({kind}) is not installed yet")
+
+
+#: a [ThreadStatic] field's code (reader, linux-x64) calls the shared thread-static helper with
+#: (module id, class id) and adds the field's offset to the base it returns, as RyuJIT 3.1 does
+#: outside ReadyToRun (getFieldInfo: CORINFO_FIELD_STATIC_SHARED_STATIC_HELPER for every thread
+#: static; importer.cpp fgGetStaticsCCtorHelper). The reader's helper -> the helpers getFieldInfo
+#: may name that are the same function: the _NOCTOR ids are JIT_GetShared*ThreadStaticBase too
+#: (jithelpers.cpp: the class-init check is always made; the id only lets RyuJIT reorder).
+#: _DYNAMICCLASS (a generic instantiation's statics) is another function: declined.
+_THREAD_STATIC_HELPERS = {
+    "CORINFO_HELP_GETSHARED_GCTHREADSTATIC_BASE": ("CORINFO_HELP_GETSHARED_GCTHREADSTATIC_BASE",
+                                                   "CORINFO_HELP_GETSHARED_GCTHREADSTATIC_BASE_NOCTOR"),
+    "CORINFO_HELP_GETSHARED_NONGCTHREADSTATIC_BASE": ("CORINFO_HELP_GETSHARED_NONGCTHREADSTATIC_BASE",
+                                                      "CORINFO_HELP_GETSHARED_NONGCTHREADSTATIC_BASE_NOCTOR"),
+}
+_THREAD_STATIC_CELLS = ("statics-module", "statics-class-id", "thread-static")
+
+
+def _thread_static_cell(jit: JitInfo, info, ext) -> int:
+    """The value of one of a thread static's three cells: the module id and class id the helper
+    takes (getClassModuleIdForStatics, getClassDomainID of the field's class), or the field's
+    offset from the helper's base (getFieldInfo), after checking that the runtime reaches the
+    field through the helper the reader called (`ext.helper`) and keeps it boxed exactly when
+    the reader unboxes it (a GC helper for a value type: CORINFO_FLG_FIELD_STATIC_IN_HEAP)."""
+    from .structs import (CORINFO_ACCESS_ADDRESS, CORINFO_FIELD_STATIC_SHARED_STATIC_HELPER,
+                          CORINFO_FLG_FIELD_STATIC_IN_HEAP)
+    rt = jit.resolve_token(info.scope, ext.token, CorInfoTokenKind.Field, context=info.ftn)
+    if ext.kind == "statics-module":
+        value, indirect = jit.statics_module_id(rt.hClass)
+    elif ext.kind == "statics-class-id":
+        value, indirect = jit.class_domain_id(rt.hClass)
+    else:
+        field = jit.field_info(rt, info.ftn, CORINFO_ACCESS_ADDRESS)
+        numbers = helper_numbers()
+        names = {v: k for k, v in numbers.items()}
+        same = {numbers[n] for n in _THREAD_STATIC_HELPERS.get(ext.helper, ())}
+        if field.fieldAccessor != CORINFO_FIELD_STATIC_SHARED_STATIC_HELPER or field.helper not in same:
+            raise Declined(f"thread static 0x{ext.token:08X}: the runtime reaches it by accessor "
+                           f"{field.fieldAccessor} through {names.get(field.helper, field.helper)}, "
+                           f"the code calls {ext.helper}")
+        boxed = bool(field.fieldFlags & CORINFO_FLG_FIELD_STATIC_IN_HEAP)
+        if boxed != ext.boxed:
+            raise Declined(f"thread static 0x{ext.token:08X}: the runtime keeps it "
+                           f"{'boxed' if boxed else 'unboxed'}, the code reads it "
+                           f"{'boxed' if ext.boxed else 'unboxed'}")
+        value, indirect = field.offset, 0
+    if indirect:
+        raise Declined(f"{ext.kind} of thread static 0x{ext.token:08X}: the runtime gave an indirection")
+    return value
 
 
 # -- 3. layout ------------------------------------------------------------------------------------

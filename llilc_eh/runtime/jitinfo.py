@@ -217,6 +217,27 @@ class JitInfo:
     def init_class(self, field: int, method: int, context: int) -> int:
         return self.trapped("initClass", field, method, context, 0) & 0xFFFFFFFF
 
+    def statics_module_id(self, cls: int) -> tuple[int, int]:
+        """getClassModuleIdForStatics: (the module id the shared-statics helpers take -- the
+        DomainLocalModule of the class's statics -- or 0, indirection cell or 0)."""
+        indirect = ctypes.c_void_p(0)
+        value = self.trapped("getClassModuleIdForStatics", cls, 0, ctypes.addressof(indirect))
+        return value, indirect.value or 0
+
+    def class_domain_id(self, cls: int) -> tuple[int, int]:
+        """getClassDomainID: (the class's index among its module's statics -- 0 is a real
+        one -- , indirection cell or 0)."""
+        indirect = ctypes.c_void_p(0)
+        value = self.trapped("getClassDomainID", cls, ctypes.addressof(indirect)) & 0xFFFFFFFF
+        return value, indirect.value or 0
+
+    def field_info(self, rt, caller: int, flags: int):
+        """getFieldInfo of a resolved field token, as `caller` would access it (CORINFO_ACCESS_*)."""
+        from .structs import CORINFO_FIELD_INFO
+        info = CORINFO_FIELD_INFO()
+        self.trapped("getFieldInfo", ctypes.addressof(rt), caller, flags, ctypes.addressof(info))
+        return info
+
     # -- type system questions (the runtime-backed JIT-EE grows from these) -----------------
 
     def field_offset(self, field: int) -> int:

@@ -121,6 +121,39 @@ class CorInfoGCType(enum.IntEnum):
     OTHER = 3
 
 
+class CORINFO_HELPER_ARG(ctypes.Structure):
+    _fields_ = [("handle", ctypes.c_void_p), ("argType", ctypes.c_uint32)]   # a union of handles / size_t
+
+
+class CORINFO_HELPER_DESC(ctypes.Structure):
+    _fields_ = [("helperNum", ctypes.c_uint32), ("numArgs", ctypes.c_uint32),
+                ("args", CORINFO_HELPER_ARG * 4)]          # CORINFO_ACCESS_ALLOWED_MAX_ARGS
+
+
+class CORINFO_FIELD_INFO(ctypes.Structure):
+    """getFieldInfo's answer: how the JIT must reach a field (the accessor, the helper if one,
+    the offset -- from the helper's base for helper-based statics)."""
+    _fields_ = [
+        ("fieldAccessor", ctypes.c_uint32),    # CorInfoFieldAccessor
+        ("fieldFlags", ctypes.c_uint32),       # CORINFO_FLG_FIELD_*
+        ("helper", ctypes.c_uint32),           # CorInfoHelpFunc
+        ("offset", ctypes.c_uint32),
+        ("fieldType", ctypes.c_uint32),        # CorInfoType
+        ("structType", c_handle),
+        ("accessAllowed", ctypes.c_uint32),
+        ("accessCalloutHelper", CORINFO_HELPER_DESC),
+        ("fieldLookup", CORINFO_CONST_LOOKUP),
+    ]
+
+
+# CORINFO_FIELD_ACCESSOR (corinfo.h): a static reached through the (ModuleID, ClassID) helpers --
+# every thread static outside ReadyToRun (jitinterface.cpp getFieldInfo)
+CORINFO_FIELD_STATIC_SHARED_STATIC_HELPER = 6
+CORINFO_FLG_FIELD_STATIC_IN_HEAP = 0x00000008     # the static is a boxed value on the GC heap
+CORINFO_ACCESS_GET = 0x0100                        # CORINFO_ACCESS_FLAGS: a load (ldsfld)
+CORINFO_ACCESS_ADDRESS = 0x0400                    # an address (ldsflda)
+
+
 class CORJIT_FLAGS(ctypes.Structure):
     _fields_ = [("corJitFlags", ctypes.c_uint64)]
 

@@ -205,14 +205,24 @@ def test_what_sysv_cannot_place_is_refused(asm, name, offset, what):
     assert err.offset == offset, str(err)
 
 
-def test_thread_statics_are_refused_on_linux(asm):
-    """A [ThreadStatic] field has storage per thread: one data cell cannot reach it (CoreCLR
-    uses TLS helpers), so linux-x64 refuses it (`thread-static`); win-x64 names it."""
+def test_thread_statics_go_through_the_thread_static_helper_on_linux(asm):
+    """A [ThreadStatic] field has storage per thread: one data cell cannot reach it. linux-x64
+    calls CORINFO_HELP_GETSHARED_NONGCTHREADSTATIC_BASE(module id, class id) -- an int32 is a
+    non-GC static -- and adds the field's offset, three cells the installer fills from the
+    runtime (getClassModuleIdForStatics, getClassDomainID, getFieldInfo), as RyuJIT 3.1 outside
+    ReadyToRun; no `static` cell (one address for every thread) is named. win-x64 names it."""
     translate_checked(asm, "ReadsThreadStatic", WIN_X64)
-    with pytest.raises(ReaderError) as e:
-        translate_checked(asm, "ReadsThreadStatic", LINUX_X64)
-    assert e.value.kind == "thread-static" and e.value.offset == 0 and "C::PerThread" in str(e.value)
-    translate_checked(asm, "StaticStructs", LINUX_X64)     # the control: other statics are no thread statics
+    linux = translate_checked(asm, "ReadsThreadStatic", LINUX_X64)
+    stem = "static:[target_reader]C::PerThread"
+    kinds = {e.symbol: e.kind for e in linux.externals.values()}
+    assert {kinds.get(stem + s) for s in ("$module", "$classid", "$tls")} == \
+        {"statics-module", "statics-class-id", "thread-static"} and stem not in kinds, kinds
+    tls = linux.externals[stem + "$tls"]
+    assert (tls.helper, tls.boxed, tls.cell) == ("CORINFO_HELP_GETSHARED_NONGCTHREADSTATIC_BASE", False, True)
+    assert re.search(r"call [^\n]*@CORINFO_HELP_GETSHARED_NONGCTHREADSTATIC_BASE\(i64 %module\d+, i32 %classid\d+\)",
+                     linux.module), linux.module
+    static = translate_checked(asm, "StaticStructs", LINUX_X64)     # the control: other statics use no helper
+    assert "THREADSTATIC" not in static.module
 
 
 def test_struct_statics_are_boxed_but_rva_statics_are_not(asm):
