@@ -9,7 +9,7 @@ lists every question the reader asks, with the meaning of its answer; both imple
 declare that they implement it (a test holds each member to a definition of its own).
 
 Imports stay one-way: this module imports no stage (the value types named below belong to
-`reader.jitee` and are named for type checkers only).
+`reader.types` and are named for type checkers only).
 
 Two kinds of question:
   * layout and type questions (LAYOUT_QUESTIONS): sizes, field offsets, value class or not,
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:   # value types of the metadata implementation, shared by both
     from ..assembly.body import MethodBody
     from ..assembly.signatures import TypeSig
-    from ..reader.jitee import FieldInfo, MethodInfo, StackKind, TypeInfo, TypeLayout
+    from ..reader.types import FieldInfo, MethodInfo, StackKind, TypeInfo, TypeLayout
 
 #: The questions whose answers the runtime decides (a runtime-backed implementation asks
 #: ICorJitInfo for them; runtime/compare.py compares the two implementations on them).

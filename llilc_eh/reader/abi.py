@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..assembly.signatures import ElementType, TypeSig
-from .jitee import StackKind
+from .types import StackKind
 
 INTEGER_REGISTERS = 6      # RDI RSI RDX RCX R8 R9
 SSE_REGISTERS = 8          # XMM0-7
@@ -75,7 +75,7 @@ def _leaves(ee, rt, base: int, depth: int = 0):
     """(offset, size, what) of every primitive field of `rt` placed at `base`, flattened
     through embedded structs, `what` being "float", "ref" (an object reference) or "other";
     None when the layout cannot be walked."""
-    from .jitee import _Named, _Prim, _Wrapped      # the metadata interface's own type model
+    from .typesys import _Named, _Prim, _Wrapped      # the metadata interface's own type model
     rt = ee._norm(rt)
     if isinstance(rt, _Prim):
         what = "float" if rt.et in _FLOATS else "ref" if rt.et in _REFERENCES else "other"

@@ -33,7 +33,7 @@ by tests/reader/typed_refs_and_blocks.il:
   of a reference or of a value type holding one goes through the barrier helpers
   (`BlockTranslator.store_heap`, llilc_eh.target).
 * A TypedReference is a 16-byte value (`typedref`): the data pointer at
-  jitee.TYPEDREF_VALUE_OFFSET and the type handle at jitee.TYPEDREF_TYPE_OFFSET, as the
+  types.TYPEDREF_VALUE_OFFSET and the type handle at types.TYPEDREF_TYPE_OFFSET, as the
   JIT-EE lays out CoreLib's `System.TypedReference {ByReference<byte> Value; IntPtr Type}`.
   `mkrefany T` stores the pointer (a byref or native int, never null-checked: CoreCLR makes
   a typed reference of null without an exception) and T's class handle. `refanyval T` is
@@ -75,24 +75,26 @@ from ..errors import LlilcEhError
 from ..il.opcodes import OPCODES, Flow, OperandKind
 from .externals import External
 from .helpers import IMPLICIT_CHECKS
-from .jitee import (
+from .types import (
+    ARRAY_LENGTH_OFFSET,
     OBJECT_HEADER_SIZE,
+    SZARRAY_DATA_OFFSET,
     TYPEDREF_SIZE,
     TYPEDREF_TYPE_OFFSET,
     TYPEDREF_VALUE_OFFSET,
     StackKind,
-    is_void,
+    ext_attr,
 )
+from .typesys import is_void
 from .abi import plan_params, plan_return, reference_offsets
-from .translate import (
-    _KIND_OF_STACK,
-    _LLVM_OF_KIND,
-    ARRAY_DATA_OFFSET,
-    ARRAY_LENGTH_OFFSET,
-    INLINE_FILL_LIMIT,
-    SV,
-    _ext_attr_of,
-)
+from .stack import _KIND_OF_STACK, _LLVM_OF_KIND, SV
+
+# linux-x64 (no C library calls): copies and fills of a constant size above this many bytes
+# call CORINFO_HELP_MEMCPY / MEMSET; up to it LLVM expands them inline at every level and any
+# alignment, whatever its optimiser made of the `.inline` form (measured, O2: a plain memcpy
+# is inline up to 64 bytes at align 1 and 128 at align 8, a memset up to 128; O2 turned an
+# 80-byte memcpy.inline into a 72-byte misaligned memcpy call).
+INLINE_FILL_LIMIT = 64
 
 # Element types named by typed opcodes (ldind.*, stind.*, ldelem.*, stelem.*, conv.*):
 # LLVM storage type, stack kind, signed, size.
@@ -956,7 +958,7 @@ class BlockTranslator:
             if what == "ptr":
                 types.append("ptr"), plain.append("ptr"), texts.append(f"ptr {value}")
             elif what == "scalar":
-                attr = _ext_attr_of(extra)
+                attr = ext_attr(extra)
                 ty = f"{passing.types[0]}{' ' + attr if attr else ''}"
                 types.append(ty), plain.append(passing.types[0]), texts.append(f"{ty} {value}")
             elif passing.how == "regs":
@@ -971,7 +973,7 @@ class BlockTranslator:
         elif ret_plan is not None:
             ret_ty = ret_text = ret_plan.llvm_return
         else:
-            attr = _ext_attr_of(ret)
+            attr = ext_attr(ret)
             ret_ty, ret_text = ret.storage, f"{attr + ' ' if attr else ''}{ret.storage}"
         if direct:
             tr.declares[callee] = tr.target.declare(f"declare {ret_text} {callee}({', '.join(types)})")
@@ -1218,7 +1220,7 @@ class BlockTranslator:
         self.check(oob, "array-bounds", "bounds")
         scaled = self.v()
         self.emit(f"{scaled} = mul i64 {idx}, {size}")
-        data = self.gep(arr.op, ARRAY_DATA_OFFSET)
+        data = self.gep(arr.op, SZARRAY_DATA_OFFSET)
         return self.gep(data, scaled)
 
     def element_sig_of(self, ins, stem):

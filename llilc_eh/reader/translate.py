@@ -43,8 +43,8 @@ So pad markers are off by default: without them the code is what LLVM makes of t
 identifies call-free funclets by the rest of the evidence -- unambiguously for every EH
 method of the corpus at O0 and O2 (`FinalImage.ambiguous` says when it is not).
 
-Stack values cross block boundaries through per-depth spill slots (allocas), so no PHI
-ever joins values from different funclets; LLVM's mem2reg/SROA clean up at O2. A join where
+Stack values (`reader.stack`) cross block boundaries through per-depth spill slots (allocas),
+so no PHI ever joins values from different funclets; LLVM's mem2reg/SROA clean up at O2. A join where
 one predecessor leaves a native int and another a byref (`fixed` code from mcs and csc) is a
 byref, as CoreCLR's importer makes it (`_merge_shapes`); a native int and a byref at one depth
 share one slot, so a predecessor's store does not depend on what the join decides later.
@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from ..assembly.body import ClauseKind
 from ..assembly.loader import Assembly
@@ -66,7 +65,11 @@ from .abi import eightbytes, plan_params, plan_return
 from .externals import External
 from .helpers import helper_declarations
 from .ir import Block, Function, quote_global
-from .jitee import JitEE, StackKind, is_void
+from .jitee import JitEE
+from .opcodes import INLINE_FILL_LIMIT, translate_block, varargs_cookie_home
+from .stack import _LLVM_OF_KIND, _SLOT_OF_KIND, SV, _merge_shapes, _Rejoin
+from .types import StackKind, ext_attr
+from .typesys import is_void
 
 TRIPLE = "x86_64-pc-windows-msvc"
 DATALAYOUT = "e-m:w-p270:32:32-p271:32:32-p272:64:64-i64:64-i128:128-f80:128-n8:16:32:64-S128"
@@ -75,15 +78,6 @@ FILTER_CATCHPAD_MARKER = 0  # arg 0 of a filter handler's catchpad; arg 1 names 
 CALLSITE_MARKER = "llilc.callsite"  # the inline-asm comment before every call (`Translator.call`)
 PAD_MARKER = "llilc.pad"            # the inline-asm comment right after every pad (`Translator.pad_marker`)
 
-# Array and string layout of CoreCLR x64 (also jitee's): length at 8, elements at 16.
-ARRAY_LENGTH_OFFSET = 8
-ARRAY_DATA_OFFSET = 16
-# linux-x64 (no C library calls): copies and fills of a constant size above this many bytes
-# call CORINFO_HELP_MEMCPY / MEMSET; up to it LLVM expands them inline at every level and any
-# alignment, whatever its optimiser made of the `.inline` form (measured, O2: a plain memcpy
-# is inline up to 64 bytes at align 1 and 128 at align 8, a memset up to 128; O2 turned an
-# 80-byte memcpy.inline into a 72-byte misaligned memcpy call).
-INLINE_FILL_LIMIT = 64
 # llvm.localescape index of the generic context's slot (Options.generic_context): the first,
 # so LLVM's `$frame_escape_0` symbol gives its frame offset (runtime/install.py reads it)
 GENERIC_CONTEXT_ESCAPE = 0
@@ -113,34 +107,6 @@ class ReaderResult:
     selector_cases: dict[str, int]  # normal-path finally copy -> number of switch cases
     helper_calls: dict[str, int]    # CORINFO_HELP_* -> call sites
     externals: dict[str, External] = field(default_factory=dict)   # every external symbol, what it is
-
-
-# -- stack values ----------------------------------------------------------------------------
-
-_LLVM_OF_KIND = {"i32": "i32", "i64": "i64", "nint": "i64", "f": "double", "obj": "ptr",
-                 "byref": "ptr", "vt": "ptr"}
-# The spill slot of a stack kind: native int and byref (both 8 bytes) share one, since a join
-# of the two is a byref (`_merge_shapes`) and a predecessor stores before the join is decided.
-_SLOT_OF_KIND = {"nint": "byref"}
-
-
-class SV(NamedTuple):
-    """One evaluation-stack entry: ECMA-335 stack kind, LLVM operand, and (value types) its sig.
-
-    A named tuple, not a frozen dataclass: the reader makes one per push, and a tuple is
-    built in half the time."""
-
-    kind: str
-    op: str
-    sig: object = None
-
-    @property
-    def ty(self) -> str:
-        return _LLVM_OF_KIND[self.kind]
-
-
-_KIND_OF_STACK = {StackKind.INT32: "i32", StackKind.INT64: "i64", StackKind.NATIVE_INT: "nint",
-                  StackKind.F: "f", StackKind.OBJ: "obj", StackKind.BYREF: "byref", StackKind.VALUE: "vt"}
 
 
 # -- contexts --------------------------------------------------------------------------------
@@ -250,7 +216,6 @@ class Translator:
                     self.entry_fill(slot, None, info.size)
                     continue
                 fn.entry.emit(f"store {info.storage} zeroinitializer, ptr {slot}")
-        from .opcodes import varargs_cookie_home
         varargs_cookie_home(self)   # a vararg method's cookie parameter, whether or not it uses arglist
         main = Context("m", "main", self.tree.root, None, fn)
         self.main = main
@@ -297,8 +262,6 @@ class Translator:
         return f"IL_{offset:04x}.{ctx.tag}" if ctx.tag != "m" else f"IL_{offset:04x}"
 
     def _drain(self) -> None:
-        # The opcode translation; imported here, once per method, as opcodes.py imports this module.
-        from .opcodes import translate_block
         while self.worklist:
             offset, ctx = self.worklist.pop(0)
             key = (offset, id(ctx))
@@ -701,7 +664,7 @@ class Translator:
                 params.append((passing.param_type, name))
             else:
                 names = [name]
-                attr = _ext_attr_of(self.ee.type_info(self.arg_sigs[which]))
+                attr = ext_attr(self.ee.type_info(self.arg_sigs[which]))
                 params.append((f"{passing.types[0]}{' ' + attr if attr else ''}", name))
             incoming[which] = (passing, names)
         return params, incoming
@@ -767,19 +730,11 @@ class Translator:
         if self.target.struct_passing == "sysv" and not is_void(info.return_type):
             if self._returns_vt(info.return_type):
                 return plan_return(self.ee, info.return_type).llvm_return
-            attr = _ext_attr_of(self.ee.type_info(info.return_type))
+            attr = ext_attr(self.ee.type_info(info.return_type))
             return f"{attr + ' ' if attr else ''}{self.ee.storage_type(info.return_type)}"
         if is_void(info.return_type) or self._returns_vt(info.return_type):
             return "void"
         return self.ee.storage_type(info.return_type)
-
-
-def _ext_attr_of(info) -> str:
-    """signext / zeroext for a small integer (SysV leaves the upper bits to whoever extends:
-    the attribute makes LLVM do it at the call boundary), else ""."""
-    if info.stack_kind is StackKind.INT32 and info.size < 4:
-        return "signext" if info.signed else "zeroext"
-    return ""
 
 
 def _comment_safe(namer):
@@ -802,39 +757,6 @@ def _mangle(name: str, token: int) -> str:
     writes `\\n`, its assembler keeps both characters): it becomes `\\n` here already, so the
     symbol is the same in an assembled and a directly emitted object; the token keeps it unique."""
     return f"{name.replace(chr(10), chr(92) + 'n')}$0x{token:08X}"
-
-
-def _merge_shapes(a: tuple, b: tuple) -> tuple | None:
-    """The stack at a join of predecessors that left `a` and `b`, or None if they do not merge.
-
-    Equal kinds merge; so do a native int and a byref, to a byref (ECMA-335 III.1.8.1.3 allows
-    the pair in unverifiable code; mcs and csc emit it for `fixed`: `ldc.i4.0; conv.u` on the
-    null/empty path, `ldelema` on the other). CoreCLR 3.1's importer does the same: a byref
-    spilled into a native-int spill temp retypes the temp to byref and re-imports the
-    successors, so the value stays GC-tracked (importer.cpp, impImportBlock). Its JIT64
-    compatibility merges (int32 with native int or byref, float with double) are not taken
-    here: the reader has one float kind, and an int32 would need widening at the predecessor."""
-    if len(a) != len(b):
-        return None
-    merged = []
-    for x, y in zip(a, b):
-        if x == y:
-            merged.append(x)
-        elif {x[0], y[0]} == {"nint", "byref"}:
-            merged.append(("byref", None))
-        else:
-            return None
-    return tuple(merged)
-
-
-class _Rejoin(Exception):
-    """A join became a byref after its block was translated with a native int (the native-int
-    predecessor came first and a later one, e.g. a back edge, left a byref): `translate`
-    starts the method again with the join's type known, as CoreCLR re-imports the block."""
-
-    def __init__(self, key: tuple, shape: tuple):
-        super().__init__(key, shape)
-        self.key, self.shape = key, shape
 
 
 def translate(asm: Assembly, m: ILMethod, ee: JitEE | None = None, options: Options = Options()) -> ReaderResult:

@@ -37,7 +37,7 @@ _TYPE_OPS = frozenset({"box", "unbox", "unbox.any", "initobj", "ldobj", "stobj",
 def compare_answers(jit: JitInfo, info, run, ee, damage: str | None = None) -> list[dict]:
     """damage="jitee-field-offset" (a negative control, tests only) shifts every metadata
     field offset by 8 before comparing: the report must then show differences."""
-    from ..reader.jitee import StackKind
+    from ..reader.types import StackKind
     shift = 8 if damage == "jitee-field-offset" else 0
     out: list[dict] = []
     asked = getattr(ee, "asked", None)

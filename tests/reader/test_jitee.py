@@ -28,9 +28,8 @@ from llilc_eh.assembly.signatures import (
 from llilc_eh.check.toolchain import run_on_coreclr
 from llilc_eh.cli import sample_path
 from llilc_eh.errors import ReaderError
-from llilc_eh.reader.jitee import (
-    OBJECT_HEADER_SIZE, STRING_CHARS_OFFSET, STRING_LENGTH_OFFSET, JitEE, StackKind, llvm_global,
-)
+from llilc_eh.reader.jitee import JitEE
+from llilc_eh.reader.types import OBJECT_HEADER_SIZE, STRING_CHARS_OFFSET, STRING_LENGTH_OFFSET, StackKind, llvm_global
 
 from reader_builds import mcs, mcs_library
 

@@ -24,6 +24,7 @@ from llilc_eh.check.toolchain import assemble, run_on_coreclr
 from llilc_eh.errors import ReaderError
 from llilc_eh.il.method import analyze
 from llilc_eh.pipeline import Pipeline
+from llilc_eh.reader import stack
 from llilc_eh.reader import translate as reader
 from llilc_eh.reader.jitee import JitEE
 
@@ -49,8 +50,8 @@ FIXED = ("Sum", "Count", "InHandler")      # mcs's `fixed` over an array: an nin
     ((("vt", "S1"),), (("vt", "S2"),), None),
 ])
 def test_merge_rule(a, b, merged):
-    assert reader._merge_shapes(a, b) == merged
-    assert reader._merge_shapes(b, a) == merged
+    assert stack._merge_shapes(a, b) == merged
+    assert stack._merge_shapes(b, a) == merged
 
 
 # -- hand-written IL --------------------------------------------------------------------------------
@@ -120,7 +121,7 @@ def test_join_in_either_order_is_a_byref(monkeypatch, joins_asm, name, first):
 
 def test_join_found_by_a_back_edge_translates_the_method_again(monkeypatch, joins_asm):
     m = _method(joins_asm, "Joins::BackEdge")
-    with pytest.raises(reader._Rejoin) as first:      # one attempt alone meets the retyped join
+    with pytest.raises(stack._Rejoin) as first:      # one attempt alone meets the retyped join
         reader.Translator(joins_asm, m, JitEE(joins_asm)).run()
     seen, result = _arrivals(monkeypatch, joins_asm, "Joins::BackEdge")
     offset = first.value.key[0]

@@ -30,7 +30,8 @@ from llilc_eh.check.toolchain import assemble, run_on_coreclr, run_on_mono
 from llilc_eh.errors import ReaderError
 from llilc_eh.il.method import analyze
 from llilc_eh.reader.helpers import HELPERS, IMPLICIT_CHECKS
-from llilc_eh.reader.jitee import TYPEDREF_SIZE, TYPEDREF_TYPE_OFFSET, TYPEDREF_VALUE_OFFSET, JitEE
+from llilc_eh.reader.jitee import JitEE
+from llilc_eh.reader.types import TYPEDREF_SIZE, TYPEDREF_TYPE_OFFSET, TYPEDREF_VALUE_OFFSET
 from llilc_eh.reader.lint import check_module
 from llilc_eh.reader.translate import Options, translate
 

@@ -169,7 +169,7 @@ def test_copies_up_to_the_inline_limit_never_become_memcpy(target_pool):
     """The reader's INLINE_FILL_LIMIT holds whatever LLVM's O2 makes of a copy: a plain,
     misaligned memcpy of that many bytes is expanded inline; 8 bytes more is a call (the
     control: the measurement would see a change of LLVM's thresholds)."""
-    from llilc_eh.reader.translate import INLINE_FILL_LIMIT
+    from llilc_eh.reader.opcodes import INLINE_FILL_LIMIT
     ir = ('target triple = "x86_64-pc-windows-msvc"\ndeclare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)\n'
           "define x86_64_sysvcc void @f(ptr %d, ptr %s) ATTRS {\n"
           "  call void @llvm.memcpy.p0.p0.i64(ptr align 1 %d, ptr align 1 %s, i64 SIZE, i1 false)\n  ret void\n}\n")
