@@ -42,8 +42,9 @@ from .assembly.loader import Assembly
 from .assembly.native import NativeMethod
 from .backend.codegen import CodegenPool, CodegenResult
 from .backend.coff import CoffObject
-from .backend.image import FinalImage, ImageFinding, link_final_image
+from .backend.image import FinalImage, link_final_image
 from .backend.recover import RecoveredCode, recover
+from .backend.verify import ImageFinding
 from .check.dispatch import DispatchCheck, TypeOracle, check_ours
 from .clauses.differential import Differential, llvm_differential
 from .clauses.generate import (

@@ -32,7 +32,7 @@ section, every fact verified there in the pinned runtime):
   `"probe-stack"="inline-asm"` is no inline probing on the Windows triple: LLVM 22 reads the
   attribute there as the *name* of the probe routine and calls a symbol "inline-asm"
   (measured: a 20000-byte frame, and every localloc). So the probe is ours: the final image
-  places a 32-byte routine after the code (`backend.image.STACK_PROBE_CODE`, __chkstk's
+  places a 32-byte routine after the code (`backend.relink.STACK_PROBE_CODE`, __chkstk's
   contract: size in RAX, preserved, R10/R11/flags clobbered; it reads one word per page from
   the caller's RSP down to RSP - RAX, as RyuJIT's probes do) and resolves the calls to it.
 * the funclet entry thunk `mov rcx, rdi; mov rdx, rsi` (48 89 f9 48 89 f2): the runtime

@@ -19,6 +19,12 @@ Modules, in pipeline order:
   then the funclets in the model's layout (each filter right before its handler), every
   moved reference re-encoded, filter frame constants resolved, jump tables and `.pdata`
   remapped, unwind data in the CLR's form (`FinalImage`, with `map()` and `verify()`).
+  Its steps, one job per module: `match` (which object function is which model funclet:
+  `match_funclets`), `relink` (lay out, copy, read-only data, cells, our stack probe, every
+  moved reference and jump table fixed), `frame` (the filter frame constants read from the
+  parent's prolog: `read_frame_constants`), `verify` (the final bytes checked against the
+  object: `FinalImage.verify()`), all reading x86 through `x86` (capstone and its cheap
+  shortcuts).
 
 Errors are `llilc_eh.errors.BackendError` (stage "backend"); kinds: llvm-parse,
 llvm-verify, llvm-error, llvm-abort, llvm-timeout, worker-start, bad-coff, asm-mismatch,
@@ -43,19 +49,11 @@ from .coff import (
                       StorageClass,
                       Symbol,
 )
-from .image import (
-                      FilterConstants,
-                      FinalImage,
-                      Fixup,
-                      FuncletMatch,
-                      ImageFinding,
-                      ImageRelocation,
-                      PlacedRange,
-                      Segment,
-                      link_final_image,
-                      match_funclets,
-                      read_frame_constants,
-)
+from .frame import FilterConstants, read_frame_constants
+from .image import FinalImage, PlacedRange, link_final_image
+from .match import FuncletMatch, match_funclets
+from .relink import Fixup, ImageRelocation, Segment
+from .verify import ImageFinding
 from .llvm_table import LlvmClrTable, decode_llvm_clr_table
 from .recover import CallSite, CodeFunction, Instruction, RecoveredCode, recover
 

@@ -64,7 +64,7 @@ stray-block             explained: LLVM laid a block of a funclet (its catchret 
                         funclet's calls sit in another funclet's .pdata range: no clause
                         table can be right for that layout (the runtime would take those
                         calls for the parent's), LLVM's included. The final image moves the
-                        block home (`backend.image`'s stray tails) and our table is made
+                        block home (`backend.relink`'s stray tails) and our table is made
                         from it; the comparison in LLVM's layout is not made.
 order                   explained when LLVM's order is legal too (inner before outer): its
                         walk closes clauses as it meets state changes, so unrelated tries

@@ -105,7 +105,7 @@ each filter right before its handler -- with every call moved where the relinker
 emitted it), which the LLVM differential needs: LLVM's own table describes that layout. In
 it a filter function lies after all funclets, nowhere near its handler, so a filter clause
 there cannot be valid. Both layouts identify machine funclets with one matcher, the final
-image's (`backend.image.match_funclets`: call-site markers, LLVM's table, dispatch chains).
+image's (`backend.match.match_funclets`: call-site markers, LLVM's table, dispatch chains).
 """
 
 from __future__ import annotations
@@ -121,7 +121,8 @@ from construct import ConstructError
 from ..assembly.native import ClauseFlags, CodeRange, NativeClause, NativeMethod
 from ..backend.codegen import object_symbol
 from ..backend.coff import CoffObject
-from ..backend.image import FinalImage, match_funclets
+from ..backend.image import FinalImage
+from ..backend.match import match_funclets
 from ..backend.recover import CallSite as MachineCall
 from ..backend.recover import RecoveredCode
 from ..errors import ClauseError
@@ -552,7 +553,7 @@ def placed_from_recovered(model: FuncletModel, recovered: RecoveredCode, coff: C
     """The method as LLVM laid it out: offsets from the parent's start (LLVM's CLR table's
     base), funclets and filter functions where LLVM put them (a filter's range is shared by
     all copies of its handler: LLVM emits the function once). Funclets are identified by the
-    final image's matcher (`backend.image.match_funclets`: the evidence of the object), or by
+    final image's matcher (`backend.match.match_funclets`: the evidence of the object), or by
     `code` when the caller has that match already (`FinalImage.funclet_code`)."""
     parent = recovered.function(object_symbol(model.parent))
     base = parent.start

@@ -421,7 +421,7 @@ def gc_info(run, kind=None, generic_context: tuple[int, int] | None = None) -> b
         raise Declined("no PSPSym slot found in the parent's code (GC info needs it)")
     covered = [r.end for r in image.ranges]
     if image.stack_probe is not None:
-        from ..backend.image import STACK_PROBE_CODE
+        from ..backend.relink import STACK_PROBE_CODE
         covered.append(image.stack_probe + len(STACK_PROBE_CODE))
     if max(covered, default=0) > len(image.code) or (image.read_only_data and
                                                      image.read_only_data_offset < len(image.code)):

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import capstone
 
 from ..assembly.native import ClauseFlags, NativeClause
-from ..backend.image import FinalImage, Fixup, ImageRelocation
+from ..backend.image import FinalImage
+from ..backend.relink import Fixup, ImageRelocation
 from ..funclets.model import FuncletKind
 from ..pipeline import MethodRun, UnwindRecord
 

@@ -35,7 +35,7 @@ from llilc_eh.assembly.body import ClauseKind
 from llilc_eh.assembly.loader import Assembly
 from llilc_eh.assembly.native import ClauseFlags, NativeClause
 from llilc_eh.backend.codegen import CodegenPool
-from llilc_eh.backend.image import PADDING_BYTE
+from llilc_eh.backend.relink import PADDING_BYTE
 from llilc_eh.clauses.generate import decode_clauses, encode_clauses, generate_clauses
 from llilc_eh.clauses.validate import Profile, validate
 from llilc_eh.cli import sample_path

@@ -28,14 +28,10 @@ from llilc_eh.assembly.loader import Assembly
 from llilc_eh.assembly.native import CodeRange
 from llilc_eh.backend.codegen import object_symbol
 from llilc_eh.backend.coff import CoffObject
-from llilc_eh.backend.image import (
-    FP_OFFSET_SUFFIX,
-    PADDING_BYTE,
-    PSP_SLOT_SUFFIX,
-    FinalImage,
-    link_final_image,
-    match_funclets,
-)
+from llilc_eh.backend.frame import FP_OFFSET_SUFFIX, PSP_SLOT_SUFFIX
+from llilc_eh.backend.image import FinalImage, link_final_image
+from llilc_eh.backend.match import match_funclets
+from llilc_eh.backend.relink import PADDING_BYTE
 from llilc_eh.backend.recover import recover
 from llilc_eh.cli import sample_path
 from llilc_eh.errors import BackendError
@@ -369,17 +365,18 @@ def test_verify_holds_the_image_against_the_objects_own_instructions(sample_imag
     """What verify reads of the object (the link's decode, served again) is what decoding
     each segment afresh gives -- also for a segment that does not start on an instruction
     of it, which the link's decode cannot serve."""
-    from llilc_eh.backend.image import _decode, _md, _object_instructions
+    from llilc_eh.backend import x86
+    from llilc_eh.backend.verify import _object_instructions
 
     def fresh(src, seg):
         try:
-            return _decode(_md(), src.text, seg.source.start, seg.source.end, seg.function)
+            return x86.decode(x86.md(), src.text, seg.source.start, seg.source.end, seg.function)
         except BackendError as e:
             return e.reason
 
     def served(src, seg):
         try:
-            return _object_instructions(_md(), src, seg)
+            return _object_instructions(x86.md(), src, seg)
         except BackendError as e:
             return e.reason
 
@@ -669,15 +666,16 @@ def test_framework_shapes_relink_soundly(framework_shapes):
 
 
 def test_stray_tails_are_only_blocks_no_one_else_reaches():
-    """`_stray_tails` on hand-made code: a tail of the parent reached only by a funclet moves
+    """`stray_tails` on hand-made code: a tail of the parent reached only by a funclet moves
     to the funclet; reached from the parent too, or entered by fall-through, it stays."""
-    from llilc_eh.backend.image import _decode, _md, _stray_tails
+    from llilc_eh.backend import x86
+    from llilc_eh.backend.relink import stray_tails
     from llilc_eh.backend.recover import CodeFunction
 
     def functions(text, parent_end, funclet_start):
         parent = CodeFunction("parent", "function", None, 0, parent_end, None, None)
         funclet = CodeFunction("funclet", "catch", "parent", funclet_start, len(text), None, None)
-        decoded = {f.name: _decode(_md(), text, f.start, f.end, f.name) for f in (parent, funclet)}
+        decoded = {f.name: x86.decode(x86.md(), text, f.start, f.end, f.name) for f in (parent, funclet)}
         return [parent, funclet], decoded
 
     # parent: xor eax,eax; ret | tail @3: lea rax,[rip-10]; ret | funclet @16: test; jne tail; jmp tail
@@ -685,27 +683,27 @@ def test_stray_tails_are_only_blocks_no_one_else_reaches():
     text = bytes.fromhex("31c0c3") + tail + b"\xcc" * 5 + bytes.fromhex("85c0") + bytes([0x75, (3 - 20) & 0xFF]) \
         + bytes([0xEB, (3 - 22) & 0xFF])
     fns, decoded = functions(text, 11, 16)
-    assert _stray_tails(fns, decoded) == {"funclet": [("parent", 3, 11)]}
+    assert stray_tails(fns, decoded) == {"funclet": [("parent", 3, 11)]}
     # the parent falls through into it: it is the parent's code
     fallthrough = bytes.fromhex("31c090") + text[3:]
     fns, decoded = functions(fallthrough, 11, 16)
-    assert _stray_tails(fns, decoded) == {}
+    assert stray_tails(fns, decoded) == {}
     # the parent jumps there too
     shared = bytes.fromhex("eb01c3") + text[3:]
     fns, decoded = functions(shared, 11, 16)
-    assert _stray_tails(fns, decoded) == {}
+    assert stray_tails(fns, decoded) == {}
 
 
 def test_detailed_decoding_is_disasm_a_few_at_a_time(sample_images):
-    """`_detailed` yields what one `disasm` over the range yields, including where the range
+    """`x86.detailed` yields what one `disasm` over the range yields, including where the range
     ends inside an instruction."""
-    from llilc_eh.backend.image import _detailed, _md
+    from llilc_eh.backend import x86
 
     x = _one(sample_images, 2, "CatchAndFilter.Program::CatchFilterCatch")
     text = x.coff.section(".text").data
     for start, end in ((0, len(text)), (0, 7), (3, len(text) - 1), (5, 5)):
-        want = [(i.address, i.size) for i in _md().disasm(text[start:end], start)]
-        assert [(i.address, i.size) for i in _detailed(_md(), text, start, end)] == want, (start, end)
+        want = [(i.address, i.size) for i in x86.md().disasm(text[start:end], start)]
+        assert [(i.address, i.size) for i in x86.detailed(x86.md(), text, start, end)] == want, (start, end)
 
 
 _RIP_MODRM = st.sampled_from([0x05, 0x0D, 0x15, 0x1D, 0x25, 0x2D, 0x35, 0x3D]) | st.integers(0, 255)
@@ -717,19 +715,13 @@ _RIP_MODRM = st.sampled_from([0x05, 0x0D, 0x15, 0x1D, 0x25, 0x2D, 0x35, 0x3D]) |
        | st.integers(0, 255),
        modrm=_RIP_MODRM, rest=st.binary(min_size=12, max_size=12))
 def test_relative_fields_read_without_details_are_capstones(prefix, opcode, modrm, rest):
-    """`_relative`'s shortcuts (plain branches, plain rip-relative operands, indirect calls
-    and jumps) give what capstone's details give, for whatever the bytes decode to."""
-    from llilc_eh.backend.image import (
-        _MD_LITE,
-        _RELATIVE_MNEMONICS,
-        _md,
-        _relative,
-        _relative_field,
-    )
+    """`x86.relative_field`'s shortcuts (plain branches, plain rip-relative operands, indirect
+    calls and jumps) give what capstone's details give, for whatever the bytes decode to."""
+    from llilc_eh.backend import x86
 
     data = prefix + bytes([opcode, modrm]) + rest
-    for address, size, mnemonic, op_str in _MD_LITE.disasm_lite(data, 0x1000):
+    for address, size, mnemonic, op_str in x86.MD_LITE.disasm_lite(data, 0x1000):
         raw = data[address - 0x1000:address - 0x1000 + size]
-        detailed = (_relative_field(next(_md().disasm(raw, address, 1)))
-                    if mnemonic.startswith(_RELATIVE_MNEMONICS) or "rip" in op_str else None)
-        assert _relative(_md(), address, raw, mnemonic, op_str) == detailed, (raw.hex(), mnemonic, op_str)
+        detailed = (x86.capstone_relative_field(next(x86.md().disasm(raw, address, 1)))
+                    if mnemonic.startswith(x86.RELATIVE_MNEMONICS) or "rip" in op_str else None)
+        assert x86.relative_field(x86.md(), address, raw, mnemonic, op_str) == detailed, (raw.hex(), mnemonic, op_str)

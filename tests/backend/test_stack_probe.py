@@ -1,4 +1,4 @@
-"""Our stack probe (llilc_eh.target.stack_probe; backend.image.STACK_PROBE_CODE): the routine
+"""Our stack probe (llilc_eh.target.stack_probe; backend.relink.STACK_PROBE_CODE): the routine
 LLVM's prologs and dynamic allocas call with the size in RAX (`"probe-stack"` names it; on the
 Windows triple LLVM does no inline probing and calls whatever the attribute names, measured
 with "inline-asm"). The final image places it after the code when a range calls it; the
@@ -11,7 +11,7 @@ import pytest
 
 from llilc_eh.backend.codegen import CodegenPool
 from llilc_eh.backend.coff import CoffObject
-from llilc_eh.backend.image import STACK_PROBE_CODE
+from llilc_eh.backend.relink import STACK_PROBE_CODE
 from llilc_eh.target import LINUX_X64, WIN_X64
 
 _MD = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)

@@ -6,7 +6,7 @@ cloned finallys.
 * sysv_structs.cs -- SysV struct passing (reader/abi.py): structs cross between our code and
   RyuJIT's both ways (8/16-byte INTEGER, two doubles, int+float, three floats, 24 bytes by
   memory and return buffer, structs holding strings, register exhaustion, bool/byte/short);
-* stack_probe.cs -- our stack probe (backend.image.STACK_PROBE_CODE): stackalloc of 100 bytes
+* stack_probe.cs -- our stack probe (backend.relink.STACK_PROBE_CODE): stackalloc of 100 bytes
   to 1 MB and a 12000-byte local struct, on the main thread and on a 4 MB thread;
 * statics.cs -- statics of struct type (boxed by CoreCLR: the cell holds the box's slot) with
   a string in them (write barriers), an int and a string static, in try, catch and finally.
