@@ -15,7 +15,11 @@ What the driver does, in order:
                                   and offered again);
        LLILC_EH_*                 where the embedded Python finds the venv and the config;
   4. reads the events the service appended (one JSON line per selected method) and prints the
-     summary on stderr after the program ended; `--report FILE` gets it as JSON.
+     summary on stderr after the program ended; `--report FILE` gets it as JSON;
+  5. unless --no-exception-count: holds the program at its start until an EventPipe session on
+     the runtime's exception events is on, and counts the exceptions thrown and the handlers
+     run, in our methods and in all, against the program's own first-chance count
+     (runtime/events.py: the startup hook, the session, why out of process).
 
 Exit status: the program's own, except 2 with --require-all when a selected method was
 declined, 1 when the run could not start (no program, no runtime, no gcc), 130 on Ctrl-C.
@@ -102,7 +106,7 @@ def read_events(path: Path) -> list[dict]:
 
 
 def build_report(events: list[dict], config: RunConfig, exit_code: int) -> dict:
-    compiled = [{k: e.get(k) for k in ("method", "assembly", "token", "code_bytes", "clauses", "funclets", "jit_ms", "opt",
+    compiled = [{k: e.get(k) for k in ("method", "instantiation", "assembly", "token", "code_bytes", "clauses", "funclets", "jit_ms", "opt",
                                        "jitee", "return_kind", "psp_slot", "frame_register", "gc_info")}
                 for e in events if e.get("event") == "compiled"]
     declined = [{"method": e.get("method"), "reason": e.get("reason"),
@@ -156,6 +160,13 @@ def declined_by_reason(declined: list[dict]) -> list[dict]:
             for r, ms in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
 
 
+def exception_lines(report: dict) -> list[str]:
+    if "exceptions" not in report:
+        return []
+    from .events import summary_lines
+    return summary_lines(report["exceptions"])
+
+
 def summary(report: dict) -> str:
     c, d = report["compiled"], report["declined"]
     lines = [f"llilc-eh run: {len(c)} method(s) compiled by llilc-eh, {len(d)} declined (compiled by RyuJIT); "
@@ -173,10 +184,11 @@ def summary(report: dict) -> str:
         lines.append(f"  the runtime JIT-compiled {report['jitted']} method(s): {len(c)} by llilc-eh, "
                      f"{report['jitted_by_ryujit']} by RyuJIT (ReadyToRun code not counted)")
     for m in ([] if report.get("all_eh") else c):
-        lines.append(f"  compiled  {m['method']}  {m['code_bytes']} bytes, {m['clauses']} clause(s), "
+        lines.append(f"  compiled  {m.get('instantiation') or m['method']}  {m['code_bytes']} bytes, {m['clauses']} clause(s), "
                      f"{m['funclets']} funclet(s), {m['jit_ms']:.1f} ms")
     for m in ([] if report.get("all_eh") else d):     # --all-eh: by reason above; each in --report
         lines.append(f"  declined  {m['method']}: {m['reason']}")
+    lines.extend(exception_lines(report))
     if "jitee" in report:
         differ = [a for a in report["jitee"] if a["agree"] is False]
         unanswered = [a for a in report["jitee"] if a["agree"] is None]
@@ -197,10 +209,11 @@ def summary(report: dict) -> str:
 def run(program: str | os.PathLike, args: list[str], *, methods: list[str] = (), opt: int = 2,
         clone_finally: bool = False, damage: str | None = None, compare_jitee: bool = False,
         jitee: str = "runtime", all_eh: bool = False, limit: int | None = None, only: list[str] = (),
-        stdout=None, stderr=None,
+        count_exceptions: bool = True, stdout=None, stderr=None,
         timeout: float | None = None) -> RunOutcome:
     """Run the program (stdout/stderr: inherited unless given, as for subprocess.Popen; a
-    `timeout` -- for tests -- kills the program and raises subprocess.TimeoutExpired)."""
+    `timeout` -- for tests -- kills the program and raises subprocess.TimeoutExpired).
+    `count_exceptions`: the report's `exceptions` (events.py)."""
     from ..assembly.corpus import Corpus
     from ..check.toolchain import write_runtimeconfig
 
@@ -225,8 +238,26 @@ def run(program: str | os.PathLike, args: list[str], *, methods: list[str] = (),
                            all_eh=all_eh, limit=limit, only=list(only))
         config_path = Path(tmp) / "config.json"
         config.dump(config_path)
-        proc = subprocess.Popen([str(dotnet), str(program), *args], stdout=stdout, stderr=stderr,
-                                env=environment(config_path, events, bool(methods), all_eh))
+        env = environment(config_path, events, bool(methods), all_eh)
+        watch = None
+        if count_exceptions:
+            from ..check.toolchain import ToolchainError
+            from .events import ExceptionWatch
+            try:
+                watch = ExceptionWatch()
+            except (ToolchainError, OSError) as e:
+                raise RunError(f"cannot build the exception-counting startup hook: {e} "
+                               "(--no-exception-count runs without it)", kind="hook-build") from None
+            env = watch.environment(env)
+        try:
+            proc = subprocess.Popen([str(dotnet), str(program), *args], stdout=stdout, stderr=stderr, env=env,
+                                    pass_fds=watch.child_fds if watch else ())
+        except OSError as e:
+            if watch:
+                watch.abandon()
+            raise RunError(f"cannot start {dotnet}: {e.strerror}", kind="no-runtime") from None
+        if watch:
+            watch.attach(proc.pid)
         try:
             out, err = proc.communicate(timeout=timeout)
             code = proc.returncode
@@ -243,7 +274,12 @@ def run(program: str | os.PathLike, args: list[str], *, methods: list[str] = (),
                 proc.wait()
             raise
         code = 128 - code if code < 0 else code
-        return RunOutcome(code, build_report(read_events(events), config, code), out, err)
+        raw = read_events(events)
+        report = build_report(raw, config, code)
+        if watch:
+            from .events import count
+            report["exceptions"] = count(watch.finish(), [e for e in raw if e.get("event") == "compiled"])
+        return RunOutcome(code, report, out, err)
 
 
 def main(args) -> int:
@@ -256,7 +292,8 @@ def main(args) -> int:
             raise RunError(f"--only {args.only}: {e.strerror}", kind="bad-only") from None
     outcome = run(args.program, args.args, methods=args.methods or [], opt=args.opt,
                   clone_finally=args.clone_finally, compare_jitee=args.compare_jitee, jitee=args.jitee,
-                  all_eh=args.all_eh, limit=args.limit, only=only)
+                  all_eh=args.all_eh, limit=args.limit, only=only,
+                  count_exceptions=not args.no_exception_count)
     sys.stdout.flush()
     print(summary(outcome.report), file=sys.stderr)
     if args.report:
@@ -309,6 +346,9 @@ def add_parser(sub) -> None:
                    help="who answers the reader's layout questions (field offsets, sizes, value classes, GC "
                         "layouts, SysV classification, method flags): the runtime through ICorJitInfo (default) "
                         "or metadata alone, as `translate` does")
+    p.add_argument("--no-exception-count", action="store_true",
+                   help="do not count exceptions and handlers (default: an EventPipe session on the runtime's "
+                        "exception events, the program held at start until it is on; runtime/events.py)")
     p.add_argument("program", help="the program (.exe)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="the program's arguments")
     p.set_defaults(func=command)

@@ -119,6 +119,10 @@ def compile_and_install(service, jit: JitInfo, info, asm_name: str, token: int, 
             "gc_info": gc.hex(), "psp_slot": psp, "return_kind": kind.name,
             "frame_register": run.image.ranges[0].unwind.frame_register or None,
             "jitee": "runtime" if bind is not None else "metadata",
+            # what the runtime's exception events name (the MethodDesc, the handler's address):
+            # `run` counts the exceptions and handlers of our methods with them (events.py)
+            "method_handle": f"0x{info.ftn:x}", "entry": f"0x{entry:x}",
+            "handlers": [[c.kind, c.handler_start] for c in run.clauses.clauses],
             "pipeline_ms": round(sum(v for k, v in run.seconds.items() if k != "codegen-wait") * 1000, 3)}
 
 
