@@ -202,6 +202,9 @@ class Pipeline:
         try:
             body = il.body if il is not None else self.asm.body(rid)
             run.name = f"0x{body.token:08X} {body.name}"
+            if il is None and self.options.target.data_cells and self.asm.is_synchronized(rid):
+                from .clauses.synchronized import analyze_synchronized
+                il = analyze_synchronized(body)     # the JIT's own monitor clause
             run.il = il if il is not None else analyze(body)
             clock.lap("il")
             if run.il.errors:       # an ECMA-335 violation: the first one stops the method

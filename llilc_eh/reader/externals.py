@@ -32,6 +32,7 @@ Kinds:
   field-offset    an instance field's offset, where metadata could not lay its class out
   vasig-cookie    a vararg call site's cookie
   frame-constant  a filter's parent-frame constant; resolved by the final image, not the runtime
+  method-sync     a synchronized static method's lock (getMethodSync of the compiled method; linux-x64)
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from dataclasses import dataclass
 
 KINDS = ("helper", "method", "method-handle", "method-class", "method-entry", "string", "class", "array-class",
          "field-class", "field-owner", "static", "statics-module", "statics-class-id", "thread-static", "field",
-         "field-offset", "vasig-cookie", "frame-constant")
+         "field-offset", "vasig-cookie", "frame-constant", "method-sync")
 CALL_KINDS = ("helper", "method")
 
 

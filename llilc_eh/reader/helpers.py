@@ -195,6 +195,10 @@ _HELPER_LIST = (
             "synchronized method entry: (object, &lockTaken) (JIT_MonEnterWorker)", [NULL_REFERENCE]),
     _helper("CORINFO_HELP_MON_EXIT", "void", ["ptr", "ptr"],
             "synchronized method exit: (object, &lockTaken) (JIT_MonExitWorker)"),
+    _helper("CORINFO_HELP_MON_ENTER_STATIC", "void", ["ptr", "ptr"],
+            "synchronized static method entry: (getMethodSync's lock, &lockTaken) (JIT_MonEnterStatic)"),
+    _helper("CORINFO_HELP_MON_EXIT_STATIC", "void", ["ptr", "ptr"],
+            "synchronized static method exit: (getMethodSync's lock, &lockTaken) (JIT_MonExitStatic)"),
     # Checked conversions from double that RyuJIT may call instead of testing inline.
     _helper("CORINFO_HELP_DBL2INT_OVF", "i32", ["double"], "conv.ovf.i4 of a double (JIT_Dbl2IntOvf)", [OVERFLOW]),
     _helper("CORINFO_HELP_DBL2UINT_OVF", "i32", ["double"], "conv.ovf.u4 of a double (JIT_Dbl2UIntOvf)",

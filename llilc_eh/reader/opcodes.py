@@ -88,6 +88,7 @@ from .types import (
 from .typesys import is_void
 from .abi import plan_params, plan_return, reference_offsets
 from .stack import _KIND_OF_STACK, _LLVM_OF_KIND, SV
+from .synchronized import exit_
 
 # linux-x64 (no C library calls): copies and fills of a constant size above this many bytes
 # call CORINFO_HELP_MEMCPY / MEMSET; up to it LLVM expands them inline at every level and any
@@ -671,6 +672,8 @@ class BlockTranslator:
 
     def ret(self, ins):
         tr = self.tr
+        if tr.sync is not None:      # a synchronized method releases its lock (reader/synchronized.py)
+            exit_(self, tr.sync)
         if is_void(tr.ret_sig):
             self.block.terminate("ret void")
             return
@@ -743,6 +746,8 @@ class BlockTranslator:
 
     def endfinally(self, ins):
         self.stack.clear()
+        if self.tr.sync is not None and ins.offset == self.tr.sync.handler_offset:   # the JIT's fault
+            exit_(self, self.tr.sync)
         self.tr._endfinally(self.block, self.ctx, ins.offset)
 
     def endfilter(self, ins):

@@ -68,6 +68,7 @@ from .ir import Block, Function, quote_global
 from .jitee import JitEE
 from .opcodes import INLINE_FILL_LIMIT, translate_block, varargs_cookie_home
 from .stack import _LLVM_OF_KIND, _SLOT_OF_KIND, SV, _merge_shapes, _Rejoin
+from .synchronized import enter, monitor
 from .types import StackKind, ext_attr
 from .typesys import is_void
 
@@ -219,13 +220,17 @@ class Translator:
         varargs_cookie_home(self)   # a vararg method's cookie parameter, whether or not it uses arglist
         main = Context("m", "main", self.tree.root, None, fn)
         self.main = main
+        self.sync = monitor(self)        # a synchronized method's lock (reader/synchronized.py)
         self._enqueue(0, main, ())
-        fn.entry.terminate(f"br label %{self._label(0, main)}")
+        entry = enter(self, self.sync, main) if self.sync is not None else fn.entry
+        entry.terminate(f"br label %{self._label(0, main)}")
         self._drain()
         self._finish_selectors()
         if self.filters or self.options.generic_context:
             self._emit_localescape()
         return self._module()
+
+    sync = None     # the Monitor of a synchronized method (run() sets it)
 
     def _check_supported(self) -> None:
         for r in self.tree.regions:

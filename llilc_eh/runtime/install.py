@@ -52,7 +52,7 @@ from .structs import CORINFO_FLG_JIT_INTRINSIC, CORINFO_FLG_SHAREDINST, CorInfoT
 IMAGE_REL_BASED_REL32 = 0x10          # corinfo.h: recordRelocation's rel32 (jump stub if out of range)
 PVALUE_STUB = bytes.fromhex("48b8") + bytes(8) + bytes.fromhex("ff20")   # mov rax, imm64; jmp [rax]
 STUB_ALIGN = 16
-DAMAGES = ("try-end-short", "jitee-field-offset", "metadata-field-offset", "no-generic-context")
+DAMAGES = ("try-end-short", "no-monitor-clause", "jitee-field-offset", "metadata-field-offset", "no-generic-context")
 _REL32_EXTRA = {RelocationType.REL32: 0, RelocationType.REL32_1: 1, RelocationType.REL32_2: 2,
                 RelocationType.REL32_3: 3, RelocationType.REL32_4: 4, RelocationType.REL32_5: 5}
 
@@ -134,8 +134,6 @@ def compile_method(pipeline, token: int, shared: bool = False):
     from ..errors import LlilcEhError
     asm = pipeline.asm
     rid = token & 0xFFFFFF
-    if asm.is_synchronized(rid):
-        raise Declined("synchronized method (the JIT's own monitor clause is not generated)")
     owner = asm.names.method_owner(rid)
     if shared:
         from .generic import check_shape
@@ -288,6 +286,13 @@ def _cell_value(jit: JitInfo, info, ext) -> int:
         if not value:
             raise Declined(f"{what} 0x{ext.token:08X}: {api} gave an indirection")
         return value
+    if kind == "method-sync":
+        # a synchronized static method's lock: getMethodSync of the method itself (as RyuJIT's
+        # fgGetCritSectOfStaticMethod), the monitor of its class's type object
+        lock, indirect = jit.method_sync(info.ftn)
+        if not lock:
+            raise Declined(f"getMethodSync gave an indirection (0x{indirect:x}) for the static lock")
+        return lock
     if kind in _THREAD_STATIC_CELLS:
         return _thread_static_cell(jit, info, ext)
     if kind == "method-entry":
@@ -401,6 +406,13 @@ def damaged(clause_bytes: bytes, damage: str | None) -> bytes:
         # (compare.py's, ee.py's, gc_info's)
         return clause_bytes
     from ..clauses.generate import decode_clauses, encode_clauses
+    if damage == "no-monitor-clause":
+        # a synchronized method's own fault (its handler the last of the table: the JIT's clause is
+        # the least nested, clauses/synchronized.py) not installed: an exception leaving the
+        # method no longer releases the lock
+        clauses = decode_clauses(clause_bytes)
+        last = max((c.handler_start for c in clauses if c.kind == "fault"), default=None)
+        return encode_clauses([c for c in clauses if not (c.kind == "fault" and c.handler_start == last)])
     if damage != "try-end-short":
         raise Declined(f"unknown damage {damage!r} (known: {', '.join(DAMAGES)})")
     from dataclasses import replace

@@ -217,6 +217,10 @@ class JitInfo:
     def init_class(self, field: int, method: int, context: int) -> int:
         return self.trapped("initClass", field, method, context, 0) & 0xFFFFFFFF
 
+    def method_sync(self, method: int) -> tuple[int, int]:
+        """getMethodSync: (the lock a synchronized static method takes or 0, indirection cell or 0)."""
+        return self._with_indirection("getMethodSync", method)
+
     def statics_module_id(self, cls: int) -> tuple[int, int]:
         """getClassModuleIdForStatics: (the module id the shared-statics helpers take -- the
         DomainLocalModule of the class's statics -- or 0, indirection cell or 0)."""

@@ -6,6 +6,12 @@ thread_statics.cs: [ThreadStatic] fields through the runtime's thread-static hel
 (CORINFO_HELP_GETSHARED_{GC,NONGC}THREADSTATIC_BASE with the module and class ids, the offset
 from getFieldInfo) -- each of two threads sees its own values, the main thread the defaults,
 references held only by thread statics survive forced collections with garbage in between.
+
+synchronized.cs: [MethodImpl(Synchronized)] instance and static methods (with EH of their own:
+altjit.c offers llilc-eh methods with IL clauses only) -- the JIT's own fault clause
+(clauses/synchronized.py) and the monitor helpers (reader/synchronized.py): two threads racing
+on a read-wait-write lose no update; an exception leaving the method releases the lock (another
+thread gets it at once), also from a static method, whose lock is its class's.
 """
 
 from __future__ import annotations
@@ -44,3 +50,34 @@ def test_thread_statics_per_thread(run_captured, thread_statics, opt):
     assert "0: defaults: 0 True 0 0" in oracle.stdout and oracle.stdout.count("Holder cctor") == 1
     assert {c["method"] for c in out.report["compiled"]} >= {"TS::Work", "TS::Read"}
     assert not [d for d in out.report["declined"] if d["method"] in ("TS::Work", "TS::Read")]
+
+
+@pytest.fixture(scope="module")
+def synchronized(tmp_path_factory) -> Path:
+    return _build("synchronized", tmp_path_factory)
+
+
+SYNCHRONIZED = {"Counter::Add", "Counter::Early", "Statics::Bump", "Statics::Throws"}
+
+
+@pytest.mark.parametrize("opt, clone", [(2, False), (0, True)])
+def test_synchronized_methods_hold_and_release_the_lock(run_captured, synchronized, opt, clone):
+    oracle, out = _same_as_ryujit(run_captured, synchronized, opt=opt, clone_finally=clone)
+    assert "instance race: 8000\nstatic race: 16000\n" in oracle.stdout     # no update lost under the lock
+    assert "fail 5 held=True after=False\nother thread gets the instance lock: True" in oracle.stdout
+    assert "static fault held in finally=True after=False\nother thread gets the static lock: True" in oracle.stdout
+    compiled = {c["method"]: c for c in out.report["compiled"]}
+    assert set(compiled) >= SYNCHRONIZED, out.report["declined"]
+    # the JIT's fault is a funclet and a clause more than the IL has: Add's IL has one catch, its
+    # table the catch, the fault and the fault's duplicate in the catch funclet (O2: a split try, 4)
+    assert compiled["Counter::Add"]["clauses"] >= 3 and compiled["Statics::Throws"]["funclets"] == 2
+
+
+def test_synchronized_negative_control_without_the_monitor_clause(run_captured, synchronized):
+    """The same code with the JIT's fault clause left out of the installed table: the exception
+    leaves Counter::Add holding the lock -- the program says so (after=True, the other thread
+    times out), so the harness sees the clause at work."""
+    out = run_captured(synchronized, damage="no-monitor-clause")
+    text = out.stdout.decode()
+    assert "fail 5 held=True after=True\nother thread gets the instance lock: False" in text, text
+    assert {c["method"] for c in out.report["compiled"]} >= SYNCHRONIZED
