@@ -124,6 +124,20 @@ class JitEE(CoreClrLayout, JitEEInterface):
     def assembly_name(self) -> str:
         return self._main.name
 
+    def bind_instantiation(self, method_token: int | None, class_args: tuple = (), method_args: tuple = ()) -> None:
+        """Compile MethodDef `method_token` as the exact instantiation described by
+        `class_args` / `method_args` (reader/instantiation.py), or (None) as the definition:
+        the answers that depend on it are cached per binding."""
+        from .instantiation import binding_of
+        binding = None if method_token is None else binding_of(self, method_token, class_args, method_args)
+        caches = self.__dict__.setdefault("_binding_caches", {})
+        if not caches:
+            caches[None] = (self._type_infos, self._fields, self._methods)
+        if binding not in caches:
+            caches[binding] = ({}, {}, {})
+        self._type_infos, self._fields, self._methods = caches[binding]
+        self._binding = binding
+
     # -- classification ------------------------------------------------------------------------
 
     def type_info(self, sig: TypeSig) -> TypeInfo:
@@ -327,6 +341,8 @@ class JitEE(CoreClrLayout, JitEEInterface):
             symbol = f"{namer.bare(owner_tok)}::{name}"
             is_value = self._def_is_value_type(main, owner_rid)
             args = tuple(_CANON for _ in range(main.generic_count(owner_tok)))
+            if self._binding is not None and self._binding.owner_token == owner_tok:
+                args = self._binding.class_args      # a field of the bound instantiation's own type
             offset, reason = (None, None) if static else self._offset(main, owner_rid, args, rid, is_value)
             return FieldInfo(token, name, names.type_name(owner_tok), ftype, static, offset, reason, is_value,
                              symbol, "fieldoffset:" + symbol, "static:" + symbol if static else None,

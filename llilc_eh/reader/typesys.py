@@ -365,6 +365,8 @@ class TypeSystem:
     """The compiled assembly, the assemblies its references bind to, and its type tokens
     resolved to TypeDefs and made module-qualified (the module docstring)."""
 
+    _binding = None      # an exact instantiation bound (reader/instantiation.py, JitEE.bind_instantiation)
+
     def __init__(self, asm: Assembly, search_path: Iterable[str | Path] | None = None,
                  references: Iterable[str | Path] = (), framework: str | None = None):
         """Referenced assemblies are bound by identity (`assembly.resolve`): beside `asm` (the
@@ -628,7 +630,13 @@ class TypeSystem:
                           tuple(self._rt(module, a, targs, margs) for a in sig.args))
         if isinstance(sig, GenericVar):
             args = margs if sig.method else targs
-            return args[sig.number] if sig.number < len(args) else _Var(sig.number, sig.method)
+            if sig.number < len(args):
+                return args[sig.number]
+            # the compiled method's own `!n` / `!!n` under an exact instantiation (reader/instantiation.py)
+            bound = ()
+            if self._binding is not None and module is self._main:
+                bound = self._binding.method_args if sig.method else self._binding.class_args
+            return bound[sig.number] if sig.number < len(bound) else _Var(sig.number, sig.method)
         if isinstance(sig, PointerType):
             return _Wrapped("ptr", self._rt(module, sig.target, targs, margs))
         if isinstance(sig, ByRefType):

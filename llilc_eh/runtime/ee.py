@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..assembly.signatures import GenericInstType, ModifiedType, NamedType, PinnedType, TypeSig
+from ..assembly.signatures import GenericInstType, GenericVar, ModifiedType, NamedType, PinnedType, TypeSig
 from ..ee.protocol import JitEEInterface
 from .jitinfo import JitInfo, JitInfoTrap
 from .structs import (
@@ -86,6 +86,15 @@ class RuntimeJitEE(JitEEInterface):
         self._jit, self._scope, self._context = jit, info.scope, info.ftn
         self._log = {}
 
+    def bind_instantiation(self, method_token, class_args=(), method_args=()) -> None:
+        """An exact instantiation (runtime/instantiation.py) bound in the metadata half; the
+        runtime's answers are kept apart per instantiation from then on: a TypeSpec such as
+        `Pair<!0>` or `!0` names another class in each: keyed by the exact method's handle."""
+        self.metadata.bind_instantiation(method_token, class_args, method_args)
+        self._instance = None if method_token is None else self._context
+
+    _instance = None
+
     def asked(self) -> list[dict]:
         """Every layout question asked since `bind`, once each, in the order first asked:
         {"question", "token", "metadata", "runtime", "agree"}."""
@@ -103,7 +112,7 @@ class RuntimeJitEE(JitEEInterface):
     def _ask(self, question: str, key, compute):
         """The runtime's answer (cached across methods: handles live as long as the process),
         or _Refused with the reason."""
-        k = (question, key)
+        k = (question, key, self._instance)
         if k not in self._runtime:
             try:
                 self._runtime[k] = compute()
@@ -118,7 +127,7 @@ class RuntimeJitEE(JitEEInterface):
             sig = sig.target
         if isinstance(sig, NamedType) and sig.token >> 24 in (0x01, 0x02, 0x1B):
             return sig.token
-        if isinstance(sig, GenericInstType):
+        if isinstance(sig, (GenericInstType, GenericVar)):     # `!0` too: its TypeSpec, if the module has one
             return self._type_spec_tokens().get(sig)
         return None
 

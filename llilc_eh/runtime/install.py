@@ -33,6 +33,9 @@ outside it: the runtime no longer finds the handler, the output must change);
 the reader asks (ee.damage_metadata): with the runtime answering the output must not change,
 with metadata answering it must. "no-generic-context": a shared generic method's GC info without
 its generic context (runtime/generic.py): the runtime cannot resolve `catch !!T`.
+"instantiation-int64": an exact instantiation's int32 type arguments bound as int64 in the
+reader (runtime/instantiation.py): T-typed fields and locals are laid out wrong, the output must
+change.
 """
 
 from __future__ import annotations
@@ -52,7 +55,8 @@ from .structs import CORINFO_FLG_JIT_INTRINSIC, CORINFO_FLG_SHAREDINST, CorInfoT
 IMAGE_REL_BASED_REL32 = 0x10          # corinfo.h: recordRelocation's rel32 (jump stub if out of range)
 PVALUE_STUB = bytes.fromhex("48b8") + bytes(8) + bytes.fromhex("ff20")   # mov rax, imm64; jmp [rax]
 STUB_ALIGN = 16
-DAMAGES = ("try-end-short", "no-monitor-clause", "jitee-field-offset", "metadata-field-offset", "no-generic-context")
+DAMAGES = ("try-end-short", "no-monitor-clause", "jitee-field-offset", "metadata-field-offset", "no-generic-context",
+           "instantiation-int64")
 _REL32_EXTRA = {RelocationType.REL32: 0, RelocationType.REL32_1: 1, RelocationType.REL32_2: 2,
                 RelocationType.REL32_3: 3, RelocationType.REL32_4: 4, RelocationType.REL32_5: 5}
 
@@ -93,7 +97,12 @@ def compile_and_install(service, jit: JitInfo, info, asm_name: str, token: int, 
     bind = getattr(pipeline.ee, "bind", None)      # the runtime-backed JIT-EE (ee.py) asks this method's jit
     if bind is not None:
         bind(jit, info)
-    run = compile_method(pipeline, token, shared)
+    # an exact instantiation (List<int>::Sort, M<double>): its type arguments bound in the
+    # reader, every token resolved in its own context (runtime/instantiation.py)
+    from .instantiation import bind_instantiation, exact_instantiation
+    inst = None if shared else exact_instantiation(jit, info, pipeline.asm, token & 0xFFFFFF)
+    bind_instantiation(pipeline.ee, token, inst, service.file_of, service.config.damage)
+    run = compile_method(pipeline, token, shared, exact=inst is not None)
     try:
         kind = return_kind(pipeline.ee, token)     # asked before the comparison: its questions are in it
     except LlilcEhError as e:
@@ -112,6 +121,7 @@ def compile_and_install(service, jit: JitInfo, info, asm_name: str, token: int, 
     ctypes.c_uint32.from_address(size_ptr).value = layout.code_size
     psp = run.image.filter_constants.psp_slot_offset if run.image.filter_constants is not None else None
     return {"method": name, "token": f"0x{token:08X}", "assembly": asm_name,
+            "instantiation": inst.name(name) if inst is not None else None,
             "code_bytes": layout.code_size, "allocation_bytes": len(layout.blob),
             "clauses": len(run.clauses.clauses), "funclets": len(run.image.ranges) - 1,
             "opt": run.opt, "stubs": len(layout.stubs), "cells": len(values),
@@ -128,9 +138,10 @@ def compile_and_install(service, jit: JitInfo, info, asm_name: str, token: int, 
 
 # -- 1. our pipeline ---------------------------------------------------------------------------
 
-def compile_method(pipeline, token: int, shared: bool = False):
+def compile_method(pipeline, token: int, shared: bool = False, exact: bool = False):
     """The pipeline's run of one method, or Declined with the reason. `shared`: the canonical
-    code of a generic method (runtime/generic.py), compiled when nothing in it needs a lookup."""
+    code of a generic method (runtime/generic.py), compiled when nothing in it needs a lookup;
+    `exact`: an exact instantiation, its type arguments bound in the JIT-EE (instantiation.py)."""
     from ..errors import LlilcEhError
     asm = pipeline.asm
     rid = token & 0xFFFFFF
@@ -138,7 +149,7 @@ def compile_method(pipeline, token: int, shared: bool = False):
     if shared:
         from .generic import check_shape
         check_shape(asm, rid, generic_owners(asm))
-    elif generic_owners(asm) & {token, owner}:
+    elif generic_owners(asm) & {token, owner} and not exact:
         raise Declined("generic method or method of a generic type (code per instantiation not supported)")
     try:
         run = pipeline.run(rid)
@@ -402,7 +413,8 @@ def _align(blob: bytearray, n: int) -> None:
 
 def damaged(clause_bytes: bytes, damage: str | None) -> bytes:
     """The clause table, or the negative control's damaged copy of it (module docstring)."""
-    if damage is None or damage in ("jitee-field-offset", "metadata-field-offset", "no-generic-context"):
+    if damage is None or damage in ("jitee-field-offset", "metadata-field-offset", "no-generic-context",
+                                    "instantiation-int64"):
         # (compare.py's, ee.py's, gc_info's)
         return clause_bytes
     from ..clauses.generate import decode_clauses, encode_clauses
