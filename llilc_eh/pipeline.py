@@ -211,9 +211,9 @@ class Pipeline:
                 raise run.il.errors[0]
             run.reader = translate(self.asm, run.il, self.ee, self.options)
             clock.lap("reader")
-            check_module(run.reader.module, method=run.name)
+            check_module(run.reader.module, method=run.name, table=run.reader.table)
             clock.lap("lint")
-            run.model = build_funclet_model(run.reader.module, run.reader.parent, run.il)
+            run.model = build_funclet_model(run.reader.module, run.reader.parent, run.il, table=run.reader.table)
             clock.lap("model")
         except LlilcEhError as e:
             run.error = e.for_method(run.name)

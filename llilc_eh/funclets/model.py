@@ -1,8 +1,8 @@
 """The funclet model of one method: funclets, their tree, CLR EH states, layout order, checks.
 
-`build_funclet_model(module_text, parent, il_method=None)` reads the reader's module (our IR,
-LLVM's Windows EH model) and answers what the later stages ask about its EH structure. It is
-a short list of named steps, as WinEHPrepare is:
+`build_funclet_model(module_text, parent, il_method=None, table=None)` reads the reader's
+module (our IR, LLVM's Windows EH model) with the reader's side table and answers what the
+later stages ask about its EH structure. It is a short list of named steps, as WinEHPrepare is:
 
     read the module (the lint's reading)  →  funclets (coloring, kinds, clauses, parents)
     →  catchswitches (handler order)  →  layout order  →  EH states  →  call sites
@@ -11,16 +11,20 @@ and `FuncletModel.verify()` is the one check at the end (verifyPreparedFunclets'
 
 Reading the module
 ------------------
-The module is parsed by LLVM and read from its canonical print with the funclet lint's own
-reader (`reader.lint.read_functions`: blocks, instructions, pads, the funclet coloring), so
-the lint and this model can never disagree about which block is in which funclet. LLVM's
-print drops comments, so the two facts the reader writes only as comments are read from the
-module text itself and matched to the print by position (LLVM keeps the order of functions,
-of blocks and of instructions): a pad block's label comment `; IL clause #k`, and the IL
-offset of every instruction — the most recent `; IL_xxxx:` comment before it; a block whose
-label starts with `IL_xxxx` (the reader names every block it opens while translating an IL
-instruction so: `IL_0012.cont`, `IL_0029.nullref.c2`) starts at that offset, because the
-reader prints blocks in creation order, not in IL order.
+The structure (blocks, pads, edges, the funclet coloring) is the IR's: the module is parsed
+by LLVM and read from its canonical print with the funclet lint's own reader
+(`reader.lint.read_functions`, the same reading the lint made of the same text, not a second
+one), so the lint and this model can never disagree about which block is in which funclet.
+The two facts the IR cannot carry come from the reader's side table (`reader.sidetable`,
+`ReaderResult.table`), looked up by name: a pad's IL clause by its token (`%cp3`), a call's
+IL offset by its call-site marker N. The lint's rule `reader-table` holds the table to the
+IR (every pad and marker has its entry, in the block, of the kind, with the callee, bundle
+and unwind edge it says), so the model trusts the lookup. Nothing here reads the IR
+comments the reader still writes for people (`; IL clause #k`, `; IL_xxxx:`); before the
+table it re-read the reader's text for them and matched it to LLVM's print by position.
+The model describes our IR before optimisation; what LLVM made of it (calls and pads O2
+deleted or merged) is found in the machine code by the markers (`backend.recover`,
+`backend.image`), not here.
 
 Funclets
 --------
@@ -104,6 +108,7 @@ from dataclasses import dataclass, field
 from ..errors import FuncletError, ReaderError
 from ..il.regions import Region, RegionKind, RegionTree
 from ..reader.lint import read_module
+from ..reader.sidetable import ReaderTable
 from ..reader.translate import CALLSITE_MARKER, PAD_MARKER
 
 NO_STATE = -1   # the caller: no handler of this method
@@ -219,7 +224,7 @@ class Finding:
 
 
 RULES = (
-    "pad-without-clause",       # a pad block without its `; IL clause #k` comment
+    "pad-without-clause",       # a pad without its entry in the reader's side table (its IL clause)
     "invoke-without-il-offset",
     "invoke-without-state",     # an invoke whose unwind edge reaches no handler pad
     "parent-chain",             # a funclet whose parent chain does not end at the root
@@ -366,12 +371,8 @@ class FuncletModel:
 
 
 # --------------------------------------------------------------------------------------------
-# Reading the module text: the comments LLVM's print drops
+# The markers, as LLVM prints inline asm
 
-_DEFINE_NAME = re.compile(r'@("(?:[^"\\]|\\.)*"|[-\w$.]+)\(')
-_IL_COMMENT = re.compile(r"; IL_([0-9a-fA-F]+):")
-_CLAUSE_COMMENT = re.compile(r"; IL clause #(\d+)")
-_IL_LABEL = re.compile(r"IL_([0-9a-fA-F]+)\b")
 # The reader's zero-byte marker before each call (`Translator.call`): `call void asm sideeffect
 # "# llilc.callsite N", ""()`; LLVM prints inline asm as `asm sideeffect "<text>", "<constraints>"`.
 _CALLSITE_MARKER = re.compile(r'\basm\b[^"]*"# ' + re.escape(CALLSITE_MARKER) + r' (\d+)"')
@@ -380,94 +381,29 @@ _PAD_MARKER = re.compile(r'\basm\b[^"]*"# ' + re.escape(PAD_MARKER) + r' (\d+)"'
 _CALLEE = re.compile(r"\b(?:call|invoke)\b[^@%]*?(@(?:\"(?:[^\"\\]|\\.)*\"|[-\w$.]+)|%[-\w$.]+)\(")
 
 
-@dataclass
-class _SourceBlock:
-    label: str
-    clause: int | None                      # `; IL clause #k` on the label line
-    offsets: list[int | None]               # IL offset in effect at each instruction
-
-
-@dataclass
-class _SourceFunction:
-    name: str                               # as written in the module text (`@"..."`)
-    blocks: list[_SourceBlock]
-
-
-def _read_source(module_text: str) -> list[_SourceFunction]:
-    """Function names, pad clause comments and per-instruction IL offsets from the text."""
-    functions: list[_SourceFunction] = []
-    current: _SourceFunction | None = None
-    offset: int | None = None
-    offsets: list[int | None] | None = None     # the current block's, once there is one
-    for line in module_text.split("\n"):
-        # nearly every line is an instruction or an `; IL_xxxx:` comment of the current block
-        if offsets is not None and line.startswith("  "):
-            head = line[2:3]
-            if head == "%" or head.isalpha():
-                offsets.append(offset)
-                continue
-            if head == ";":
-                if m := _IL_COMMENT.match(line, 2):
-                    offset = int(m.group(1), 16)
-                continue
-        if current is None:
-            if line.startswith("define "):
-                m = _DEFINE_NAME.search(line)
-                current = _SourceFunction("@" + m.group(1) if m else "", [])
-                offset = None
-            continue
-        if line.startswith("}"):
-            functions.append(current)
-            current = offsets = None
-            continue
-        stripped = line.strip()
-        if not stripped:
-            continue
-        if not line.startswith(" "):                            # a block label
-            label = line[:line.index('"', 1) + 1] if line.startswith('"') else line.split(":", 1)[0]
-            clause = _CLAUSE_COMMENT.search(line)
-            m = _IL_LABEL.match(label.strip('"'))
-            if m:
-                offset = int(m.group(1), 16)
-            current.blocks.append(_SourceBlock(label.strip(), int(clause.group(1)) if clause else None, []))
-            offsets = current.blocks[-1].offsets
-            continue
-        if stripped.startswith(";"):
-            m = _IL_COMMENT.match(stripped)
-            if m:
-                offset = int(m.group(1), 16)
-            continue
-        if not current.blocks:                                  # an unlabeled entry block
-            current.blocks.append(_SourceBlock("", None, []))
-            offsets = current.blocks[-1].offsets
-        offsets.append(offset)
-    return functions
-
-
 # --------------------------------------------------------------------------------------------
 # Building
 
 
-def build_funclet_model(module_text: str, parent: str, il_method=None) -> FuncletModel:
+def build_funclet_model(module_text: str, parent: str, il_method=None,
+                        table: ReaderTable | None = None) -> FuncletModel:
     """The funclet model of the reader's module (see the module docstring).
 
     `parent` is the parent function's name as the reader writes it (`ReaderResult.parent`);
-    `il_method` (an `ILMethod`), when given, lets `verify` hold the model against the IL.
+    `il_method` (an `ILMethod`), when given, lets `verify` hold the model against the IL;
+    `table` is the reader's side table (`ReaderResult.table`): without it no pad has a
+    clause and no call an IL offset (`verify` says so).
     """
     where = getattr(il_method, "name", None)
     try:
         _, functions = read_module(module_text)
     except ReaderError as e:
         raise FuncletError(e.reason, method=where, kind="llvm-parse") from None
-    sources = _read_source(module_text)
-    if len(sources) != len(functions):
-        raise FuncletError(f"{len(sources)} functions in the text, {len(functions)} in LLVM's print",
-                           method=where, kind="text-and-print-disagree")
-    index = next((i for i, s in enumerate(sources) if s.name == parent), None)
+    index = next((i for i, fn in enumerate(functions) if fn.name == _bare(parent)), None)
     if index is None:
         raise FuncletError(f"the parent function {parent} is not defined in the module", method=where,
                            kind="parent-missing")
-    b = _Builder(functions, sources, index, parent, where)
+    b = _Builder(functions, index, parent, where, table if table is not None else ReaderTable(parent))
     b.funclets()
     b.catchswitches()
     b.layout()
@@ -479,24 +415,13 @@ def build_funclet_model(module_text: str, parent: str, il_method=None) -> Funcle
 class _Builder:
     """The steps of `build_funclet_model`, sharing the reading of the module."""
 
-    def __init__(self, functions, sources, index: int, parent: str, where: str | None):
+    def __init__(self, functions, index: int, parent: str, where: str | None, table: ReaderTable):
         self.f = functions[index]
         self.parent = parent
         self.where = where
+        self.table = table
         self.problems: list[Finding] = []
         self.functions_by_name = {fn.name: fn for fn in functions}
-        source = sources[index]
-        if len(source.blocks) != len(self.f.blocks):
-            raise FuncletError(f"{parent}: {len(source.blocks)} blocks in the text, {len(self.f.blocks)} in "
-                               f"LLVM's print", method=where, kind="text-and-print-disagree")
-        self.clause_of_block, self.offsets = {}, {}
-        for sb, block in zip(source.blocks, self.f.blocks):
-            if len(sb.offsets) != len(block.insts):
-                raise FuncletError(f"{parent}, block {block.label}: {len(sb.offsets)} instructions in the text, "
-                                   f"{len(block.insts)} in LLVM's print", method=where,
-                                   kind="text-and-print-disagree")
-            self.clause_of_block[block] = sb.clause
-            self.offsets[block] = sb.offsets
 
     # -- step 1: funclets ------------------------------------------------------------------
 
@@ -509,7 +434,8 @@ class _Builder:
             pad = block.pad
             if pad is None or pad.opcode == "catchswitch":
                 continue
-            row = {"pad": pad.name, "function": self.parent, "clause": self.clause_of_block[block]}
+            entry = self.table.pad_by_name.get(pad.name)
+            row = {"pad": pad.name, "function": self.parent, "clause": entry.clause if entry is not None else None}
             markers = [int(m.group(1)) for inst in block.insts if inst.opcode == "call"
                        and (m := _PAD_MARKER.search(inst.text)) is not None]
             row["pad_marker"] = markers[0] if len(markers) == 1 else None
@@ -527,7 +453,7 @@ class _Builder:
                 row["kind"] = FuncletKind.FAULT if args else FuncletKind.FINALLY
             if row["clause"] is None:
                 self.problems.append(Finding("pad-without-clause", f"block {block.label}",
-                                             f"{pad.name} has no `; IL clause #k` comment"))
+                                             f"{pad.name} has no entry in the reader's table"))
             self.index_of_pad[pad] = len(self.rows)
             self.rows.append(row)
             self.pad_of_row.append(pad)
@@ -706,7 +632,7 @@ class _Builder:
             if block not in f.colors or block not in self.funclet_of_block:
                 continue
             marker = None                   # the call-site marker that precedes the next call
-            for k, inst in enumerate(block.insts):
+            for inst in block.insts:
                 if inst.opcode not in ("call", "invoke"):
                     continue
                 if "asm" in inst.text:      # (both markers are inline asm: most calls skip both searches)
@@ -719,9 +645,10 @@ class _Builder:
                 callee = m.group(1) if m else "?"
                 if callee.startswith(("@llvm.", '@"llvm.')):
                     continue
+                entry = self.table.call_by_marker.get((self.parent, marker)) if marker is not None else None
                 row = {"block": block.label, "funclet": self.funclet_of_block[block],
-                       "il_offset": self.offsets[block][k], "callee": callee, "invoke": inst.opcode == "invoke",
-                       "callsite": marker}
+                       "il_offset": entry.il_offset if entry is not None else None, "callee": callee,
+                       "invoke": inst.opcode == "invoke", "callsite": marker}
                 marker = None
                 if row["invoke"]:
                     row["unwind"] = inst.labels[-1]

@@ -50,6 +50,16 @@ cross-funclet-value      an SSA value (instruction or argument) defined in one f
                          allocas, whose address is a frame offset valid in every funclet.
 block-in-two-funclets    a block colored by two funclets: LLVM would clone it; the reader
                          emits one copy per funclet itself.
+reader-table             (given the reader's side table, `reader.sidetable`) the table does
+                         not describe the module: a pad or a call-site marker of the IR
+                         without its entry, an entry without its pad or marker, a pad of
+                         another block or kind, a call of another block, callee, funclet
+                         bundle or unwind destination than its entry says.
+
+The side table carries what the IR cannot (a pad's IL clause, a call's IL offset) to the
+funclet model, which looks it up by pad name and call-site marker; this rule is what makes
+that lookup safe: the model's facts come from the table, its structure from the IR, and
+the two are held to each other here, once, in the stage that reads the IR anyway.
 
 Reading the module: LLVM's own print, not llvmlite's ValueRefs
 ---------------------------------------------------------------
@@ -85,6 +95,8 @@ from dataclasses import dataclass, field
 import llvmlite.binding as llvm
 
 from ..errors import ReaderError
+from .sidetable import ReaderTable
+from .translate import CALLSITE_MARKER
 
 RULES = (
     "missing-funclet-bundle",
@@ -96,6 +108,7 @@ RULES = (
     "cleanupret-unwind",
     "cross-funclet-value",
     "block-in-two-funclets",
+    "reader-table",
 )
 
 _PADS = ("catchpad", "cleanuppad", "catchswitch")
@@ -135,6 +148,8 @@ _GROUP_REF = re.compile(r'#\d+')
 _ATTRIBUTE_GROUP = re.compile(r'\nattributes (#\d+) = \{(.*)\}')
 _DECLARE_NAME = re.compile(r'@(' + _IDENT + r')\(')
 _CONSTANT_I32 = re.compile(r'i32 -?\d+')
+# the reader's call-site marker (`Translator.call`) as LLVM prints inline asm
+_CALLSITE_ASM = re.compile(r'\basm\b[^"]*"# ' + re.escape(CALLSITE_MARKER) + r' (\d+)"')
 
 
 @dataclass(frozen=True)
@@ -639,6 +654,86 @@ _RULE_FUNCTIONS = (_rule_bundles, _rule_exits, _rule_catchpad_args, _rule_catchr
                    _rule_cleanupret_unwind, _rule_cross_funclet_values, _rule_multicolor)
 
 
+def _pad_kind(f: _Function, pad: _Inst) -> str:
+    """The handler kind a pad's IR says: what the reader's table must say of it."""
+    args = f.catchpad_args(pad)
+    if pad.opcode == "catchpad":
+        return "filter-handler" if len(args) >= 2 and args[1].startswith("ptr @") else "catch"
+    return "fault" if args else "finally"
+
+
+def _check_table(functions: list[_Function], table: ReaderTable, out: list[LintFinding]) -> None:
+    """Rule reader-table: the reader's side table and the module describe the same pads and
+    calls (see the module docstring)."""
+    def bare(name: str) -> str:
+        name = name.removeprefix("@")
+        return name[1:-1] if name.startswith('"') else name
+
+    def finding(f: _Function, inst: _Inst, detail: str) -> None:
+        out.append(_finding("reader-table", f, inst, detail))
+
+    parent = bare(table.parent)
+    seen_pads: set[str] = set()
+    seen_calls: set[tuple[str, int]] = set()
+    function_of = {c.function: bare(c.function) for c in table.calls}
+    calls = {(function_of[c.function], c.callsite): c for c in table.calls}
+    for f in functions:
+        for block in f.blocks:
+            pad = block.pad
+            if pad is not None and pad.opcode != "catchswitch":
+                entry = table.pad_by_name.get(pad.name) if f.name == parent else None
+                if entry is None:
+                    finding(f, pad, f"pad {pad.name} has no entry in the reader's table")
+                else:
+                    seen_pads.add(entry.name)
+                    if entry.block != block.label:
+                        finding(f, pad, f"the table puts {pad.name} in block {entry.block}")
+                    if entry.kind != (kind := _pad_kind(f, pad)):
+                        finding(f, pad, f"the table says {pad.name} is a {entry.kind} pad, the IR a {kind}")
+            insts = block.insts
+            # (a comprehension finds the inline asm calls: most instructions are none)
+            for k in [k for k, inst in enumerate(insts) if inst.opcode == "call" and "asm" in inst.body]:
+                inst = insts[k]
+                if (m := _CALLSITE_ASM.search(inst.text)) is None:
+                    continue
+                key = (f.name, int(m.group(1)))
+                entry = calls.get(key)
+                if entry is None:
+                    finding(f, inst, f"call-site marker {key[1]} has no entry in the reader's table")
+                    continue
+                if key in seen_calls:
+                    finding(f, inst, f"call-site marker {key[1]} appears twice")
+                    continue
+                seen_calls.add(key)
+                if entry.block != block.label:
+                    finding(f, inst, f"the table puts call site {key[1]} in block {entry.block}")
+                call = insts[k + 1] if k + 1 < len(insts) else None
+                if call is None or call.opcode not in ("call", "invoke") or \
+                        ("asm" in call.body and _CALLSITE_ASM.search(call.text)):
+                    finding(f, inst, f"call-site marker {key[1]} is not followed by its call")
+                    continue
+                callee = _CALLEE.search(call.body, len(call.opcode))
+                if callee is None or callee.group(1) != entry.callee:
+                    finding(f, call, f"call site {key[1]} calls {callee.group(1) if callee else '?'}, "
+                                     f"the table says {entry.callee}")
+                unwind = call.labels[-1] if call.opcode == "invoke" and call.labels else None
+                if unwind != entry.unwind:
+                    finding(f, call, f"call site {key[1]} unwinds to {unwind or 'the caller (a call)'}, "
+                                     f"the table says {entry.unwind or 'the caller (a call)'}")
+                _, bundle = f.bundle(call)
+                if (bundle.name if bundle is not None else None) != entry.funclet:
+                    finding(f, call, f"call site {key[1]} has the funclet bundle of {_describe(bundle)}, "
+                                     f"the table says {entry.funclet or 'none'}")
+    for entry in table.pads:
+        if entry.name not in seen_pads:
+            out.append(LintFinding("reader-table", parent, entry.block, "",
+                                   f"the table's {entry.kind} pad {entry.name} is not in the module"))
+    for key, entry in calls.items():
+        if key not in seen_calls:
+            out.append(LintFinding("reader-table", key[0], entry.block, "",
+                                   f"the table's call site {key[1]} (of {entry.callee}) is not in the module"))
+
+
 # --------------------------------------------------------------------------------------------
 # Entry points
 
@@ -672,19 +767,24 @@ def _read_module(module_text: str):
     return module, read_functions(module)
 
 
-def lint_module(module, functions: list[_Function] | None = None) -> list[LintFinding]:
+def lint_module(module, functions: list[_Function] | None = None,
+                table: ReaderTable | None = None) -> list[LintFinding]:
     """Every funclet-rule violation in a parsed llvmlite module, function by function
-    (`functions`: its `read_functions`, when the caller has them)."""
+    (`functions`: its `read_functions`, when the caller has them); with the reader's side
+    table, also rule reader-table."""
     findings: list[LintFinding] = []
-    for f in functions if functions is not None else _functions(str(module)):
+    functions = functions if functions is not None else _functions(str(module))
+    for f in functions:
         for rule in _RULE_FUNCTIONS:
             rule(f, findings)
+    if table is not None:
+        _check_table(functions, table, findings)
     return findings
 
 
-def lint(module_text: str) -> list[LintFinding]:
+def lint(module_text: str, table: ReaderTable | None = None) -> list[LintFinding]:
     """Every funclet-rule violation in a module given as LLVM IR text (see the module docstring)."""
-    return lint_module(parse(module_text))
+    return lint_module(parse(module_text), table=table)
 
 
 def verify_module(module) -> None:
@@ -700,15 +800,16 @@ def verify(module_text: str) -> None:
     verify_module(parse(module_text))
 
 
-def check_module(module_text: str, *, method: str | None = None):
-    """DESIGN decision 7 in one call: parse, the funclet lint, then LLVM's verifier.
+def check_module(module_text: str, *, method: str | None = None, table: ReaderTable | None = None):
+    """DESIGN decision 7 in one call: parse, the funclet lint (with the reader's side table
+    when given: `ReaderResult.table`), then LLVM's verifier.
 
     Returns the parsed llvmlite module; raises ReaderError (kind "funclet-lint") listing
     every finding, or the parser's or verifier's error, naming `method` when given.
     """
     try:
         module, functions = read_module(module_text)
-        findings = lint_module(module, functions)
+        findings = lint_module(module, functions, table)
         if findings:
             raise ReaderError(f"{len(findings)} funclet lint finding(s):\n" + "\n".join(map(str, findings)),
                               kind="funclet-lint")

@@ -65,6 +65,7 @@ from .abi import eightbytes, plan_params, plan_return
 from .externals import External
 from .helpers import helper_declarations
 from .ir import Block, Function, quote_global
+from .sidetable import CallEntry, PadEntry, ReaderTable
 from .jitee import JitEE
 from .opcodes import INLINE_FILL_LIMIT, translate_block, varargs_cookie_home
 from .stack import _LLVM_OF_KIND, _SLOT_OF_KIND, SV, _merge_shapes, _Rejoin
@@ -110,6 +111,7 @@ class ReaderResult:
     externals: dict[str, External] = field(default_factory=dict)   # every external symbol, what it is
 
 
+    table: ReaderTable | None = None   # its pads and calls, for the lint and the funclet model (sidetable.py)
 # -- contexts --------------------------------------------------------------------------------
 
 @dataclass(eq=False)
@@ -148,6 +150,8 @@ class Translator:
         self.pad_ids = 0                          # the next pad marker number (per method)
         self.counts = {"catchswitch": 0, "catchpad": 0, "cleanuppad": 0}
         self.filters: list[Function] = []
+        self.table_pads: list[PadEntry] = []      # the side table (reader/sidetable.py), as emitted
+        self.table_calls: list[CallEntry] = []
         self.parent_name = quote_global(_mangle(m.body.name, m.body.token))
         self.contexts: dict[tuple, Context] = {}
         self.translated: dict[tuple, Block] = {}
@@ -334,7 +338,8 @@ class Translator:
             pad = fn.value("cp")
             args = "[i32 1]" if h.kind is RegionKind.FAULT else "[]"
             block.emit(f"{pad} = cleanuppad within {self._parent_token(ctx)} {args}")
-            self.pad_marker(block)
+            self.table_pads.append(PadEntry(pad, f"%{block.label}", h.kind.value, h.clauses[0],
+                                            self.pad_marker(block)))
             self.counts["cleanuppad"] += 1
             sub = self._context(("cleanup", h.index, id(ctx)), "cleanup", h, pad, fn, ctx, parent_region, h)
             block.terminate(f"br label %{self._enqueue(h.start, sub, ())}")
@@ -353,7 +358,8 @@ class Translator:
                 filter_fn = self._outline_filter(clause, h)
                 args = f"[i32 {FILTER_CATCHPAD_MARKER}, ptr {filter_fn}]"
             pad_block.emit(f"{pad} = catchpad within {cs} {args}")
-            self.pad_marker(pad_block)
+            self.table_pads.append(PadEntry(pad, f"%{pad_block.label}", h.kind.value, clause.index,
+                                            self.pad_marker(pad_block)))
             self.counts["catchpad"] += 1
             ex = fn.value("ex")
             pad_block.emit(f"{ex} = call ptr @llvm.eh.exceptionpointer.p0(token {pad})")
@@ -540,6 +546,9 @@ class Translator:
         argtext = ", ".join(args)
         callee_ty = fnty or ret
         cc = self.target.cc
+        il_offset = offset if block is not ctx.fn.entry else None   # the entry block copies parameters in
+        self.table_calls.append(CallEntry(ctx.fn.name, n, f"%{block.label}", il_offset, callee,
+                                          f"%{unwind}" if unwind else None, ctx.pad))
         if unwind is None:
             block.emit(f"{lhs}call {cc}{callee_ty} {callee}({argtext}){bundle}")
             if noreturn:
@@ -596,7 +605,8 @@ class Translator:
         return ReaderResult("\n".join(parts) + "\n", self.parent_name, tuple(f.name for f in self.filters),
                             self.counts["catchswitch"], self.counts["catchpad"], self.counts["cleanuppad"],
                             dict(self.selector_cases), dict(sorted(self.helper_calls.items())),
-                            dict(sorted(self.externals.items())))
+                            dict(sorted(self.externals.items())),
+                            ReaderTable(self.parent_name, tuple(self.table_pads), tuple(self.table_calls)))
 
     # -- the target's ABI --------------------------------------------------------------------
 

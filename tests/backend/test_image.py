@@ -64,7 +64,7 @@ def _link_sample(compiled) -> dict[int, list[Linked]]:
         images[opt] = []
         for m in compiled[opt]:
             il = analyze(asm.body(m.rid))
-            model = build_funclet_model(m.reader.module, m.reader.parent, il)
+            model = build_funclet_model(m.reader.module, m.reader.parent, il, table=m.reader.table)
             image = link_final_image(m.recovered, m.coff, model, m.reader.parent)
             images[opt].append(Linked(m.name, opt, m.reader.module, m.parent, model, m.coff, m.recovered, image))
     return images
@@ -535,7 +535,7 @@ def test_python_runtime_eh_methods_relink_at_o2(pool):
         assert not isinstance(result, BackendError), (il.name, result)
         coff = CoffObject.parse(result.obj)
         code = recover(coff, result.asm)
-        model = build_funclet_model(reader.module, reader.parent, il)
+        model = build_funclet_model(reader.module, reader.parent, il, table=reader.table)
         t0 = time.perf_counter()
         image = link_final_image(code, coff, model, reader.parent)
         findings = image.verify()
@@ -610,7 +610,7 @@ def framework_shapes(pool):
         il = analyze(asm.body(token & 0xFFFFFF))
         # merged cleanups happen only with pad markers (without, LLVM deletes the empty one)
         reader = translate(asm, il, JitEE(asm), Options(pad_markers=shape == "merged-cleanups"))
-        model = build_funclet_model(reader.module, reader.parent, il)
+        model = build_funclet_model(reader.module, reader.parent, il, table=reader.table)
         for opt in OPT_LEVELS:
             result = pool.compile(reader.module, opt)
             coff = CoffObject.parse(result.obj)

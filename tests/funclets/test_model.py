@@ -32,7 +32,7 @@ METHODS = [ASM.method(rid) for rid in ASM.methods_with_il()]
 def build(name: str, asm=ASM, ee=EE, **options):
     m = analyze(asm.body(asm.find_method(name).rid))
     result = translate(asm, m, ee, Options(**options))
-    return m, result, build_funclet_model(result.module, result.parent, m)
+    return m, result, build_funclet_model(result.module, result.parent, m, table=result.table)
 
 
 # -- the IL side, computed from ranges ---------------------------------------------------------
@@ -153,7 +153,7 @@ def test_every_sample_method_agrees_with_its_il(clone):
     for ref in METHODS:
         m = analyze(ASM.body(ref.rid))
         result = translate(ASM, m, EE, Options(clone_finally=clone))
-        model = build_funclet_model(result.module, result.parent, m)
+        model = build_funclet_model(result.module, result.parent, m, table=result.table)
         assert model.verify() == [], (ref.name, [str(f) for f in model.verify()])
         assert_agrees_with_il(model, m)
         if m.body.clauses:
@@ -171,9 +171,10 @@ def test_every_handler_funclet_has_its_own_pad_marker(clone):
     for ref in METHODS:
         m = analyze(ASM.body(ref.rid))
         plain = translate(ASM, m, EE, Options(clone_finally=clone))
-        assert all(f.pad_marker is None for f in build_funclet_model(plain.module, plain.parent, m).funclets)
+        assert all(f.pad_marker is None for f in build_funclet_model(plain.module, plain.parent, m,
+                                                                table=plain.table).funclets)
         result = translate(ASM, m, EE, Options(clone_finally=clone, pad_markers=True))
-        model = build_funclet_model(result.module, result.parent, m)
+        model = build_funclet_model(result.module, result.parent, m, table=result.table)
         handlers = [f for f in model.funclets if f.kind.is_handler]
         assert sorted(f.pad_marker for f in handlers) == list(range(len(handlers))), ref.name
         assert all(f.pad_marker is None for f in model.funclets if not f.kind.is_handler)
@@ -314,7 +315,7 @@ def _mutated(name: str, old: str, new: str, **options):
     m, result, _ = build(name, **options)
     assert result.module.count(old) == 1, old
     text = result.module.replace(old, new)
-    return build_funclet_model(text, result.parent, m)
+    return build_funclet_model(text, result.parent, m, table=result.table)
 
 
 def _rules(model):
@@ -324,7 +325,6 @@ def _rules(model):
 @pytest.mark.parametrize("name, old, new, rule", [
     ("Tests.CatchAndFilter.Program::CatchFilterCatch", "[label %catch0, label %filter-handler1, label %catch2]",
      "[label %catch2, label %catch0, label %filter-handler1]", "handler-order"),
-    ("Tests.CatchAndFilter.Program::CatchFilterCatch", "catch0:  ; IL clause #0", "catch0:", "pad-without-clause"),
     ("Tests.CatchAndFilter.Program::CatchFilterCatch", "[i32 16777219]", "[i32 16777220]", "funclet-kind"),
     ("Tests.TryInFinally.Program::Run", "%cp5 = cleanuppad within none []", "%cp5 = cleanuppad within none [i32 1]",
      "funclet-kind"),
@@ -345,6 +345,34 @@ def _rules(model):
 def test_verify_finds_a_broken_module(name, old, new, rule):
     model = _mutated(name, old, new)
     assert rule in _rules(model), [str(f) for f in model.verify()]
+
+
+def test_the_ir_comments_carry_nothing_the_table_carries_it():
+    """The reader's IR comments are for people: without them the model is the same. Its IL
+    clauses and offsets come from the reader's side table, so a damaged table is caught."""
+    name = "Tests.CatchAndFilter.Program::CatchFilterCatch"
+    m, result, model = build(name)
+    assert model.verify() == []
+    bare = "\n".join(line.split("  ; ")[0] if not line.startswith(" ") else line     # a label's comment
+                     for line in result.module.split("\n") if not line.lstrip().startswith(";"))
+    assert "; IL clause #" in result.module and "; IL clause #" not in bare and "; IL_" not in bare
+    assert repr(build_funclet_model(bare, result.parent, m, table=result.table)) == repr(model)
+    table = result.table
+    catch0 = next(p for p in table.pads if p.clause == 0)
+
+    def damaged(**changes):
+        return build_funclet_model(result.module, result.parent, m, table=dataclasses.replace(table, **changes))
+
+    assert {(f.rule, f.where) for f in damaged(pads=tuple(p for p in table.pads if p is not catch0)).verify()} \
+        >= {("pad-without-clause", f"block {catch0.block}")}
+    swapped = tuple(dataclasses.replace(p, clause=2) if p is catch0 else p for p in table.pads)
+    assert "funclet-kind" in _rules(damaged(pads=swapped))
+    invoke = next(c for c in table.calls if c.unwind is not None)
+    no_offset = damaged(calls=tuple(c for c in table.calls if c is not invoke))
+    assert any(f.rule == "invoke-without-il-offset" for f in no_offset.verify())
+    # no table at all: no pad has a clause, no call an IL offset
+    assert {"pad-without-clause", "invoke-without-il-offset"} <= _rules(build_funclet_model(result.module,
+                                                                                          result.parent, m))
 
 
 def test_verify_finds_missing_repeated_and_shared_pad_markers():
@@ -385,7 +413,7 @@ def test_unreadable_input_is_a_funclet_error():
 
 def test_the_model_without_the_il_is_the_same_model():
     _, result, model = build("Tests.TryInFinally.Program::Run")
-    bare = build_funclet_model(result.module, result.parent)
+    bare = build_funclet_model(result.module, result.parent, table=result.table)
     assert bare.verify() == []
     assert [f.kind for f in bare.funclets] == [f.kind for f in model.funclets]
     assert bare.states == model.states and bare.invokes == model.invokes and bare.layout == model.layout
@@ -414,7 +442,7 @@ def test_corpus_eh_methods_verify_clean_and_agree_with_their_il():
             m = analyze(body)
             result = translate(asm, m, ee)
             t0 = time.perf_counter()
-            model = build_funclet_model(result.module, result.parent, m)
+            model = build_funclet_model(result.module, result.parent, m, table=result.table)
             findings = model.verify()
             seconds += time.perf_counter() - t0
             assert findings == [], (m.name, [str(f) for f in findings])

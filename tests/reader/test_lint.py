@@ -17,6 +17,7 @@ funclet's body; a non-constant catchpad argument aborts the process (in a subpro
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import textwrap
@@ -27,6 +28,7 @@ import pytest
 from llilc_eh.errors import ReaderError
 from llilc_eh.reader.helpers import HELPERS
 from llilc_eh.reader.lint import RULES, LintFinding, _functions, check_module, lint, verify
+from llilc_eh.reader.sidetable import CallEntry, PadEntry, ReaderTable
 
 TRIPLE = "x86_64-pc-windows-msvc"
 
@@ -377,6 +379,27 @@ VIOLATIONS = {
         common:
           unreachable
         """), True, {"block-in-two-funclets"}, "unreachable", "%common"),
+    # the table says the invoke unwinds to %done: the IR's goes to %cs (TABLES)
+    "reader-table": (module("""
+        entry:
+          call void asm sideeffect "# llilc.callsite 0", ""()
+          invoke void @g() to label %done unwind label %cs
+        done:
+          ret i32 0
+        cs:
+          %sw = catchswitch within none [label %h] unwind to caller
+        h:
+          %p = catchpad within %sw [i32 16777217]
+          catchret from %p to label %done
+        """), True, {"reader-table"}, "invoke void @g()", "%entry"),
+}
+
+
+# The reader's side table the violating module of a rule is linted with (rule reader-table:
+# the IR and the table disagree; the rest are linted without a table)
+TABLES = {
+    "reader-table": ReaderTable("@m", pads=(PadEntry("%p", "%h", "catch", 0, 0),),
+                                calls=(CallEntry("@m", 0, "%entry", 0, "@g", "%done", None),)),
 }
 
 
@@ -387,7 +410,7 @@ def test_every_rule_has_a_violating_module():
 @pytest.mark.parametrize("rule", RULES)
 def test_violation_is_found(rule):
     text, verifier_accepts, fired, instruction, block = VIOLATIONS[rule]
-    findings = lint(text)
+    findings = lint(text, TABLES.get(rule))
     assert {f.rule for f in findings} == fired
     mine = [f for f in findings if f.rule == rule]
     assert mine and all(isinstance(f, LintFinding) for f in mine)
@@ -400,7 +423,7 @@ def test_violation_is_found(rule):
             verify(text)
         assert e.value.kind == "llvm-verify"
     with pytest.raises(ReaderError) as e:
-        check_module(text, method="Ns.T::M")
+        check_module(text, method="Ns.T::M", table=TABLES.get(rule))
     assert e.value.kind == "funclet-lint" and rule in str(e.value) and "Ns.T::M" in str(e.value)
 
 
@@ -619,3 +642,94 @@ def test_llvm_aborts_the_process_on_a_non_constant_catchpad_argument():
     proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0
     assert "cast<Ty>() argument of incompatible type" in proc.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# The reader's side table (rule reader-table) on real reader output
+
+def _sample_run(name: str = "Tests.TryInFinally.Program::Run", **options):
+    from llilc_eh.assembly.loader import Assembly
+    from llilc_eh.cli import sample_path
+    from llilc_eh.il.method import analyze
+    from llilc_eh.reader.jitee import JitEE
+    from llilc_eh.reader.translate import Options, translate
+    asm = Assembly(sample_path())
+    return translate(asm, analyze(asm.body(asm.find_method(name).rid)), JitEE(asm), Options(**options))
+
+
+def _table_findings(text: str, table: ReaderTable) -> list[str]:
+    findings = lint(text, table)
+    assert {f.rule for f in findings} == {"reader-table"}, [str(f) for f in findings]
+    return [f.detail for f in findings]
+
+
+def test_the_readers_table_describes_its_module():
+    """Every method of the sample, with selectors, cloned finallys and pad markers: the
+    reader's table and its module agree; the same module with another method's table does not."""
+    from llilc_eh.assembly.loader import Assembly
+    from llilc_eh.cli import sample_path
+    from llilc_eh.il.method import analyze
+    from llilc_eh.reader.jitee import JitEE
+    from llilc_eh.reader.translate import Options, translate
+    asm = Assembly(sample_path())
+    ee = JitEE(asm)
+    results = []
+    for options in (Options(), Options(clone_finally=True, pad_markers=True)):
+        for rid in asm.methods_with_il():
+            m = analyze(asm.body(rid))
+            if m.body.clauses:
+                r = translate(asm, m, ee, options)
+                assert lint(r.module, r.table) == [], m.name
+                results.append(r)
+    assert len(results) >= 120 and sum(len(r.table.pads) for r in results) > 200
+    a, b = results[0], results[1]
+    assert lint(a.module, dataclasses.replace(b.table, parent=a.parent))     # negative control
+
+
+def test_a_damaged_table_is_a_finding():
+    r = _sample_run()
+    table, text = r.table, r.module
+    pad = table.pads[1]                             # the finally's pad
+    call = next(c for c in table.calls if c.callsite == 18)     # an invoke in a normal-path finally copy
+    assert (pad.kind, call.unwind, call.funclet) == ("finally", "%dispatch4.c3", None)
+
+    def pads(new):
+        return dataclasses.replace(table, pads=tuple(new(p) if p is pad else p for p in table.pads))
+
+    def calls(new):
+        return dataclasses.replace(table, calls=tuple(new(c) if c is call else c for c in table.calls))
+
+    assert _table_findings(text, dataclasses.replace(table, pads=table.pads[:1] + table.pads[2:])) == [
+        "pad %cp5 has no entry in the reader's table"]
+    assert _table_findings(text, pads(lambda p: dataclasses.replace(p, block="%catch3"))) == [
+        "the table puts %cp5 in block %catch3"]
+    assert _table_findings(text, pads(lambda p: dataclasses.replace(p, kind="fault"))) == [
+        "the table says %cp5 is a fault pad, the IR a finally"]
+    assert _table_findings(text, pads(lambda p: dataclasses.replace(p, name="%cp99"))) == [
+        "pad %cp5 has no entry in the reader's table", "the table's finally pad %cp99 is not in the module"]
+    assert _table_findings(text, calls(lambda c: dataclasses.replace(c, callsite=99))) == [
+        "call-site marker 18 has no entry in the reader's table",
+        '''the table's call site 99 (of @"[mscorlib]System.Console::WriteLine(string)") is not in the module''']
+    assert _table_findings(text, calls(lambda c: dataclasses.replace(c, block="%IL_0000"))) == [
+        "the table puts call site 18 in block %IL_0000"]
+    assert _table_findings(text, calls(lambda c: dataclasses.replace(c, callee="@g"))) == [
+        '''call site 18 calls @"[mscorlib]System.Console::WriteLine(string)", the table says @g''']
+    assert _table_findings(text, calls(lambda c: dataclasses.replace(c, unwind=None))) == [
+        "call site 18 unwinds to %dispatch4.c3, the table says the caller (a call)"]
+    assert _table_findings(text, calls(lambda c: dataclasses.replace(c, funclet="%cp23"))) == [
+        "call site 18 has the funclet bundle of the main body, the table says %cp23"]
+
+
+def test_ir_that_leaves_its_table_is_a_finding():
+    r = _sample_run()
+    text, marker = r.module, 'call void asm sideeffect "# llilc.callsite 18", ""()'
+    assert text.count(marker) == 1
+    # the invoke of call site 18 unwinds elsewhere (the verifier accepts it: test_model's invoke-state)
+    moved = text.replace("to label %IL_0029.cont.c3 unwind label %dispatch4.c3",
+                         "to label %IL_0029.cont.c3 unwind label %dispatch1")
+    verify(moved)
+    assert _table_findings(moved, r.table) == ["call site 18 unwinds to %dispatch1, the table says %dispatch4.c3"]
+    assert _table_findings(text.replace(marker, marker + "\n  " + marker), r.table) == [
+        "call-site marker 18 is not followed by its call", "call-site marker 18 appears twice"]
+    gone = _table_findings(text.replace("\n  " + marker, ""), r.table)
+    assert gone == ['''the table's call site 18 (of @"[mscorlib]System.Console::WriteLine(string)") is not in the module''']
