@@ -109,9 +109,9 @@ class ReaderResult:
     selector_cases: dict[str, int]  # normal-path finally copy -> number of switch cases
     helper_calls: dict[str, int]    # CORINFO_HELP_* -> call sites
     externals: dict[str, External] = field(default_factory=dict)   # every external symbol, what it is
-
-
     table: ReaderTable | None = None   # its pads and calls, for the lint and the funclet model (sidetable.py)
+
+
 # -- contexts --------------------------------------------------------------------------------
 
 @dataclass(eq=False)
@@ -148,10 +148,10 @@ class Translator:
         self.helper_calls: dict[str, int] = {}
         self.callsite_ids: dict[str, int] = {}   # per function: the next call-site marker number
         self.pad_ids = 0                          # the next pad marker number (per method)
-        self.counts = {"catchswitch": 0, "catchpad": 0, "cleanuppad": 0}
-        self.filters: list[Function] = []
         self.table_pads: list[PadEntry] = []      # the side table (reader/sidetable.py), as emitted
         self.table_calls: list[CallEntry] = []
+        self.counts = {"catchswitch": 0, "catchpad": 0, "cleanuppad": 0}
+        self.filters: list[Function] = []
         self.parent_name = quote_global(_mangle(m.body.name, m.body.token))
         self.contexts: dict[tuple, Context] = {}
         self.translated: dict[tuple, Block] = {}
@@ -541,14 +541,14 @@ class Translator:
         block.emit(f'call void asm sideeffect "# {CALLSITE_MARKER} {n}", ""()')
         bundle = f" [ \"funclet\"(token {ctx.pad}) ]" if ctx.pad is not None else ""
         unwind = self.unwind_label(region, ctx) if ctx.kind != "filter" else None
+        il_offset = offset if block is not ctx.fn.entry else None   # the entry block copies parameters in
+        self.table_calls.append(CallEntry(ctx.fn.name, n, f"%{block.label}", il_offset, callee,
+                                          f"%{unwind}" if unwind else None, ctx.pad))
         result = ctx.fn.value() if ret != "void" else None
         lhs = f"{result} = " if result else ""
         argtext = ", ".join(args)
         callee_ty = fnty or ret
         cc = self.target.cc
-        il_offset = offset if block is not ctx.fn.entry else None   # the entry block copies parameters in
-        self.table_calls.append(CallEntry(ctx.fn.name, n, f"%{block.label}", il_offset, callee,
-                                          f"%{unwind}" if unwind else None, ctx.pad))
         if unwind is None:
             block.emit(f"{lhs}call {cc}{callee_ty} {callee}({argtext}){bundle}")
             if noreturn:
