@@ -146,12 +146,14 @@ def _event_blobs(data: bytes, where: int):
             raise NettraceError(f"event header cut short: {e}", offset=where) from None
         if h.metadata_id is not None:
             state["metadata_id"] = h.metadata_id
+        # 32-bit arithmetic, as the writer's: an event of another capture thread may have a
+        # lower number than the previous one, and its delta is written modulo 2^32
         if h.sequence_delta is not None:
-            state["sequence"] += h.sequence_delta
+            state["sequence"] = (state["sequence"] + h.sequence_delta) & 0xFFFFFFFF
             state["capture_thread_id"] = h.capture_thread_id
             state["processor"] = h.processor
         if state["metadata_id"] != 0:
-            state["sequence"] += 1
+            state["sequence"] = (state["sequence"] + 1) & 0xFFFFFFFF
         if h.thread_id is not None:
             state["thread_id"] = h.thread_id
         if h.stack_id is not None:

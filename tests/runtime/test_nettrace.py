@@ -61,16 +61,17 @@ def build_stream(sequences=(1, 2, 3), closed=True) -> bytes:
                                   "keywords": 0x8000, "version": 1, "level": 2}) + bytes(4)   # no fields
     _object(s, "MetadataBlock", _block_data([_header(metadata_id=0, payload_size=len(meta)) + meta]))
     _object(s, "StackBlock", StackBlockData.build({"first_id": 1, "count": 1, "stacks": [[0x1001, 0x2002]]}))
-    events, last = [], 0
-    for i, seq in enumerate(sequences):
+    events, last, last_thread = [], 0, 77
+    for i, seq in enumerate(sequences):        # a number (thread 77) or (capture thread, number)
+        thread, seq = seq if isinstance(seq, tuple) else (77, seq)
         payload = _thrown(0x5000 + i)
         fields = {"payload_size": len(payload)} if i == 0 else {}
         if i == 0:
             fields.update(metadata_id=1, thread_id=77, stack_id=1)
-        if seq != last + 1 or i == 0:
-            fields.update(sequence_delta=seq - last - 1, capture_thread_id=77, processor=0)
+        if seq != last + 1 or thread != last_thread or i == 0:
+            fields.update(sequence_delta=(seq - last - 1) & 0xFFFFFFFF, capture_thread_id=thread, processor=0)
         events.append(_header(**fields) + payload)
-        last = seq
+        last, last_thread = seq, thread
     _object(s, "EventBlock", _block_data(events))
     if closed:
         s.write(bytes([TAG_NULL_REFERENCE]))
@@ -91,6 +92,15 @@ def test_a_skipped_sequence_number_is_a_gap():
     trace = read(build_stream(sequences=(1, 2, 5)))
     assert [e.sequence for e in trace.events] == [1, 2, 5]
     assert trace.sequence_gaps == 2
+
+
+def test_two_capture_threads_interleaved_modulo_2_32():
+    """Thread 78's first event after thread 77's third: its sequence number 1 is written as a
+    delta modulo 2^32 from 3 (eventpipeblock.cpp) -- read as 1, and no gap on either thread
+    (read without the modulo, the gap was 2^32: measured on the concurrency workload)."""
+    trace = read(build_stream(sequences=(1, 2, 3, (78, 1), 4)))
+    assert [(e.capture_thread_id, e.sequence) for e in trace.events] == [(77, 1), (77, 2), (77, 3), (78, 1), (77, 4)]
+    assert trace.sequence_gaps == 0 and trace.complete
 
 
 def test_a_stream_without_its_closing_tag_is_incomplete():
