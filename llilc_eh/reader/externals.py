@@ -33,6 +33,8 @@ Kinds:
   vasig-cookie    a vararg call site's cookie
   frame-constant  a filter's parent-frame constant; resolved by the final image, not the runtime
   method-sync     a synchronized static method's lock (getMethodSync of the compiled method; linux-x64)
+  lookup-signature  the signature cookie of a runtime lookup in shared generic code (`lookup`: what
+                  the token is used as, a key of runtime/lookup.py REQUESTS; reader/lookup.py)
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ from dataclasses import dataclass
 
 KINDS = ("helper", "method", "method-handle", "method-class", "method-entry", "string", "class", "array-class",
          "field-class", "field-owner", "static", "statics-module", "statics-class-id", "thread-static", "field",
-         "field-offset", "vasig-cookie", "frame-constant", "method-sync")
+         "field-offset", "vasig-cookie", "frame-constant", "method-sync",
+         "lookup-signature")
 CALL_KINDS = ("helper", "method")
 
 
@@ -56,6 +59,7 @@ class External:
     call: str | None = None         # kind method: direct | newobj | jmp
     prototype: str | None = None    # calls: the LLVM function type, e.g. `ptr (ptr, i64)`
     cell: bool = False              # an 8-byte cell holding the runtime's value (linux-x64 data)
+    lookup: str | None = None       # kind lookup-signature: what the token is used as
     boxed: bool = False             # kind thread-static: the code unboxes the static (its value after the header)
 
     @property
@@ -72,6 +76,8 @@ class External:
             bits.append(self.call)
         if self.prototype:
             bits.append(self.prototype)
+        if self.lookup:
+            bits.append(f"lookup {self.lookup}")
         if self.cell:
             bits.append("cell")
         return f"{self.symbol}: {' '.join(bits)}"

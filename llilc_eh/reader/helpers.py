@@ -163,6 +163,19 @@ _HELPER_LIST = (
     _helper("CORINFO_HELP_GETREFANY", "ptr", ["ptr", "ptr"],
             "refanyval: (class, pointer to the TypedReference) -> its data pointer, if its type handle is "
             "exactly the class (JIT_GetRefAny)", [INVALID_CAST]),
+    # Shared generic code: a dictionary slot not filled yet, a generic class's statics
+    # (jithelpers.cpp JIT_GenericHandleMethod / JIT_GenericHandleClass, JIT_GetGenericsGCStaticBase).
+    _helper("CORINFO_HELP_RUNTIMEHANDLE_METHOD", "ptr", ["ptr", "ptr"],
+            "runtime lookup from a MethodDesc context: (context, signature) -> the handle, filling the "
+            "dictionary slot", [OUT_OF_MEMORY]),
+    _helper("CORINFO_HELP_RUNTIMEHANDLE_CLASS", "ptr", ["ptr", "ptr"],
+            "runtime lookup from a MethodTable context: (context, signature) -> the handle, filling the "
+            "dictionary slot", [OUT_OF_MEMORY]),
+    _helper("CORINFO_HELP_GETGENERICS_GCSTATIC_BASE", "ptr", ["ptr"],
+            "base of a generic instantiation's GC statics, running its .cctor: (class)", [TYPE_INITIALIZATION]),
+    _helper("CORINFO_HELP_GETGENERICS_NONGCSTATIC_BASE", "ptr", ["ptr"],
+            "base of a generic instantiation's non-GC statics, running its .cctor: (class)",
+            [TYPE_INITIALIZATION]),
     # Calls.
     _helper("CORINFO_HELP_INITCLASS", "void", ["ptr"],
             "run a class's static constructor if it has not run: (class) (JIT_InitClass)", [TYPE_INITIALIZATION]),

@@ -74,6 +74,7 @@ from ..assembly.signatures import ArrayType, CallKind, ElementType, PrimitiveTyp
 from ..errors import LlilcEhError
 from ..il.opcodes import OPCODES, Flow, OperandKind
 from .externals import External
+from .lookup import REFUSED as LOOKUP_REFUSED, call_inst_param, generic_static_address, shared_handle
 from .helpers import IMPLICIT_CHECKS
 from .types import (
     ARRAY_LENGTH_OFFSET,
@@ -118,6 +119,8 @@ _CMP = {  # opcode stem -> (int predicate, float predicate)
 }
 _OVF_INTRINSIC = {"add.ovf": "sadd", "add.ovf.un": "uadd", "sub.ovf": "ssub", "sub.ovf.un": "usub",
                   "mul.ovf": "smul", "mul.ovf.un": "umul"}
+# the external kinds whose handle shared generic code may have to look up (reader/lookup.py)
+_LOOKUP_KINDS = ("class", "array-class", "method-handle", "method-class", "field")
 _PLAIN_CALL = re.compile(r"(%[\w.]+ = )?call ")
 TYPEDREF = PrimitiveType(ElementType.TYPEDBYREF)   # the stack value of mkrefany
 VARARGS_COOKIE = "%varargs.cookie"                 # a vararg method's cookie parameter
@@ -301,6 +304,10 @@ class BlockTranslator:
         """The address of the external data `symbol` (an External of `kind`). On a target
         with data cells (linux-x64) the symbol is an 8-byte cell holding that address, which
         is loaded here; otherwise the symbol is the data itself."""
+        if self.tr.options.generic_context and kind in _LOOKUP_KINDS:
+            handle = shared_handle(self, kind, token)     # shared code: found through the context
+            if handle is not None:
+                return handle
         g = self.tr.ee.llvm_global(symbol)
         cell = self.tr.target.data_cells
         self.tr.externals[symbol] = External(symbol, kind, token, cell=cell)
@@ -823,9 +830,14 @@ class BlockTranslator:
             callee = self.helper("CORINFO_HELP_VIRTUAL_FUNC_PTR", [f"ptr {this.op}", f"ptr {owner}", f"ptr {handle}"])
         cookie = self.global_(tr.ee.varargs_cookie(ins.operand), kind="vasig-cookie", token=ins.operand) \
             if info.vararg else None
+        instparam = None if var_size else call_inst_param(self, ins.operand, name == "newobj")
+        if instparam is not None and virtual:
+            raise tr.fail(f"a virtual call to {info.display} that takes an instantiation argument (a generic "
+                          "virtual method) from shared code", ins.offset, LOOKUP_REFUSED)
+        kind = "shared" if instparam is not None else "newobj" if name == "newobj" else "direct"
         result = self.emit_call(callee, this, args, info.params, ret_sig, direct=not virtual,
-                                cookie=cookie, external=(info.symbol, "newobj" if name == "newobj" else "direct",
-                                                         ins.operand, info.display))
+                                cookie=cookie, external=(info.symbol, kind, ins.operand, info.display),
+                                instparam=instparam)
         if copy_back is not None:    # the struct's value, as the call left it in the box, back in place
             original, token, box = copy_back
             sig = tr.ee.token_type(token)
@@ -881,7 +893,7 @@ class BlockTranslator:
         if result is not None:
             self.stack.append(result)
 
-    def emit_call(self, callee, this, args, params, ret_sig, direct, cookie=None, external=None):
+    def emit_call(self, callee, this, args, params, ret_sig, direct, cookie=None, external=None, instparam=None):
         """A call (an invoke under a try) in our calling convention: `this`, the hidden return
         buffer of a value-type result, the varargs cookie of a vararg call, then the
         arguments. Returns the pushed result, if any. `external`: (symbol, call kind, token,
@@ -890,7 +902,7 @@ class BlockTranslator:
         tr.check_call_abi(params, ret_sig, cookie is not None, self.offset,
                           external[3] if external else "an indirect call")
         if tr.target.struct_passing == "sysv":
-            return self.emit_call_sysv(callee, this, args, params, ret_sig, direct, external)
+            return self.emit_call_sysv(callee, this, args, params, ret_sig, direct, external, instparam)
         types, values = [], []
         if this is not None:
             types.append("ptr")
@@ -934,7 +946,7 @@ class BlockTranslator:
             return "null"
         return self.global_(symbol + "$class", kind="method-class", token=token)
 
-    def emit_call_sysv(self, callee, this, args, params, ret_sig, direct, external):
+    def emit_call_sysv(self, callee, this, args, params, ret_sig, direct, external, instparam=None):
         """`emit_call` under SysV struct passing (reader/abi.py): value-type arguments as
         their eightbytes or byval, value-type results in registers or through a return
         buffer after `this`; small integers signext/zeroext."""
@@ -950,6 +962,9 @@ class BlockTranslator:
             retbuf = self.temp(f"[{ret.size} x i8]", max(ret.align, 1))
             entries.append("ptr")
             values.append(("ptr", retbuf, None))
+        if instparam is not None:    # shared code's callee: the instantiation after this and the buffer
+            entries.append("ptr")
+            values.append(("ptr", instparam, None))
         for sv, sig in zip(args, params):
             if ee.stack_kind(sig) is StackKind.VALUE:
                 entries.append(sig)
@@ -1061,6 +1076,10 @@ class BlockTranslator:
             # MemberRef cannot be resolved (is_static None; was an AttributeError on `obj`).
             if self.tr.target.data_cells and _is_thread_static(self.tr.ee, ins.operand):
                 return self.thread_static_address(ins, f), f
+            if self.tr.options.generic_context:
+                owner = shared_handle(self, "field-owner", ins.operand)
+                if owner is not None:     # a static of Foo<T> in shared code (reader/lookup.py)
+                    return generic_static_address(self, ins.operand, owner), f
             symbol = self.tr.ee.static_field_address(ins.operand)
             if self.tr.target.data_cells:
                 # code the runtime runs: the class's static constructor must have run before the

@@ -90,10 +90,12 @@ class Options:
     clone_finally: bool = False   # one normal-path finally copy per leave instead of selectors
     pad_markers: bool = False     # a zero-byte identity marker in every pad (see the module docstring)
     target: Target = DEFAULT_TARGET   # whose code: win-x64 (default) or linux-x64 (llilc_eh.target)
-    # shared generic code (linux-x64, in the runtime): the method receives CoreCLR's hidden
-    # instantiation argument (a MethodDesc* or MethodTable*) after `this` and the return buffer
-    # and keeps it in the escaped slot GENERIC_CONTEXT_ESCAPE, which the GC info reports
-    generic_context: bool = False
+    # shared generic code (linux-x64, in the runtime): "md" / "mt" -- the method receives CoreCLR's
+    # hidden instantiation argument (a MethodDesc* / MethodTable*) after `this` and the return
+    # buffer; "this" -- an instance method of a generic class, whose `this` says it. The context
+    # is kept in the escaped slot GENERIC_CONTEXT_ESCAPE, which the GC info reports, and runtime
+    # lookups start from it (reader/lookup.py). True means "md".
+    generic_context: bool | str = False
 
 
 @dataclass(frozen=True)
@@ -200,7 +202,10 @@ class Translator:
             # escaped so that it stays in one frame slot for the whole method: the runtime reads
             # it (GC info GenericsInstContextStackSlot) to resolve a catch of a generic type
             ctx_slot = fn.alloca("%generic.ctx", "ptr")
-            fn.entry.emit(f"store ptr %instparam, ptr {ctx_slot}")
+            # an instance method of a generic class finds its instantiation in `this` (kept here,
+            # so it stays alive and reported); the others receive it (reader/lookup.py)
+            fn.entry.emit(f"store ptr {'%a0' if self.options.generic_context == 'this' else '%instparam'}, "
+                          f"ptr {ctx_slot}")
             self.escape_index[ctx_slot] = GENERIC_CONTEXT_ESCAPE
             self.escaped.append(ctx_slot)
         for i, info in enumerate(self.arg_infos):
@@ -654,7 +659,7 @@ class Translator:
         ret = plan_return(self.ee, info.return_type) if self._returns_vt(info.return_type) else None
         if ret is not None and ret.how == "memory":
             order.insert(1 if info.has_this else 0, ("retbuf", "ptr"))
-        if self.options.generic_context:
+        if self.options.generic_context and self.options.generic_context != "this":
             # CoreCLR's order on x64 (callingconvention.h GetParamTypeArgOffset; RyuJIT's
             # lvaInitArgs): this, return buffer, then the instantiation argument, then the rest
             order.insert((1 if info.has_this else 0) + (ret is not None and ret.how == "memory"),

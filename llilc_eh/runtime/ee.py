@@ -352,6 +352,51 @@ class RuntimeJitEE(JitEEInterface):
     def method_handle(self, token: int) -> str:
         return self.metadata.method_handle(token)
 
+    # -- shared generic code: runtime lookups (runtime/lookup.py, reader/lookup.py) -----------
+
+    lookup_damage: str | None = None     # install.DAMAGES "lookup-offset" (a negative control)
+
+    def generic_lookup(self, what: str, token: int):
+        """How shared code finds the handle of `token` used as `what` (an external kind) at run
+        time, or None when it is a constant (its data cell stays); LookupRefused otherwise."""
+        from ..reader.lookup import LookupRefused
+        from .lookup import ask
+        try:
+            return ask(self._require(), self._scope, self._context, what, token, self.lookup_damage)
+        except JitInfoTrap as e:
+            raise LookupRefused(f"0x{token:08X} as {what}: {e}") from None
+
+    def generic_static(self, token: int) -> tuple[str, int, bool]:
+        """A static field of a generic class in shared code, as getFieldInfo says to reach it:
+        (the CORINFO_HELP_GETGENERICS_*STATIC_BASE helper taking the looked-up class, the field's
+        offset from the base it returns, whether the static is a box). LookupRefused otherwise."""
+        from ..reader.lookup import LookupRefused
+        from .install import helper_numbers
+        from .lookup import CORINFO_FIELD_STATIC_GENERICS_STATIC_HELPER
+        from .structs import CORINFO_ACCESS_ADDRESS, CORINFO_FLG_FIELD_STATIC_IN_HEAP
+        jit = self._require()
+        try:
+            rt = jit.resolve_token(self._scope, token, CorInfoTokenKind.Field, context=self._context)
+            info = jit.field_info(rt, self._context, CORINFO_ACCESS_ADDRESS)
+        except JitInfoTrap as e:
+            raise LookupRefused(f"static field 0x{token:08X}: {e}") from None
+        names = {n: h for h, n in helper_numbers().items()}
+        helper = names.get(info.helper, "")
+        if info.fieldAccessor != CORINFO_FIELD_STATIC_GENERICS_STATIC_HELPER or helper not in (
+                "CORINFO_HELP_GETGENERICS_GCSTATIC_BASE", "CORINFO_HELP_GETGENERICS_NONGCSTATIC_BASE"):
+            raise LookupRefused(f"static field 0x{token:08X}: the runtime reaches it by accessor "
+                                f"{info.fieldAccessor} through {helper or info.helper}")
+        return helper, info.offset, bool(info.fieldFlags & CORINFO_FLG_FIELD_STATIC_IN_HEAP)
+
+    def call_inst_param(self, token: int, newobj: bool):
+        """The lookup of the instantiation argument a call from shared code passes, or None."""
+        from ..reader.lookup import LookupRefused
+        from .lookup import inst_param
+        try:
+            return inst_param(self._require(), self._scope, self._context, token, newobj, self.lookup_damage)
+        except JitInfoTrap as e:
+            raise LookupRefused(f"the instantiation argument of 0x{token:08X}: {e}") from None
+
     def __getattr__(self, name: str):
         """Anything else -- the metadata model the reader still reaches into (abi._leaves,
         opcodes._is_thread_static: see ee/protocol.py, "Known leaks"), `framework`,

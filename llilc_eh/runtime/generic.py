@@ -21,10 +21,17 @@ against every funclet prolog) and the fixed stack size:
 
     caller-SP offset = escape offset + fp_offset - (fixed stack size)
 
-What is not generated: code that depends on T beyond a catch (box !!T, newobj List<!!T>,
-a call to M2<!!T> ...) needs runtime lookups through the context, which the reader does not
-emit -- such a method is declined (`runtime_lookup`), as is shared code whose context is a
-class (a generic type's method): only the MethodDesc shape is handled.
+Shared code of generic *types* too: a static method or a value type's method takes a hidden
+MethodTable in the same place (CORINFO_GENERICS_CTXT_FROM_METHODTABLE, reported as
+GENERICS_INST_CONTEXT_MT); an instance method of a generic class finds its instantiation in
+`this` (CORINFO_GENERICS_CTXT_FROM_THIS): the reader stores `this` into the same escaped slot,
+so it stays alive and in one place, and the GC info says GENERICS_INST_CONTEXT_THIS (the
+runtime takes the MethodTable of the object in the slot).
+
+Code that depends on T beyond a catch (box !!T, newobj List<!!T>, a call to M2<!!T> ...) finds
+its handles through the context at run time: runtime/lookup.py asks the runtime how, the
+reader emits the dictionary walk (reader/lookup.py). With the metadata JIT-EE, which cannot
+answer lookups, such a method is still declined (`runtime_lookup`).
 """
 
 from __future__ import annotations
@@ -32,7 +39,6 @@ from __future__ import annotations
 import re
 
 from .service import Declined
-from .structs import CORINFO_FLG_SHAREDINST, CORINFO_GENERICS_CTXT_FROM_METHODDESC
 
 SHARED_REASON = "code shared between generic instantiations"     # the service's reason, one class
 #: driver.reason_class of a runtime-lookup decline
@@ -42,13 +48,25 @@ LOOKUP_REASON_CLASS = (f"{SHARED_REASON}: IL_\u2026 '\u2026' may need a runtime 
 
 def is_shared_generic_method(jit, info) -> bool:
     """Canonical code of a generic method whose context is the hidden MethodDesc argument."""
-    return bool(info.options & CORINFO_GENERICS_CTXT_FROM_METHODDESC) and \
-        bool(jit.method_attribs(info.ftn) & CORINFO_FLG_SHAREDINST)
+    return shared_context(jit, info) == "md"
 
 
-def check_shape(asm, rid: int, generic_owners: frozenset[int]) -> None:
-    """Declined unless the method itself declares the generic parameters (its type does not)
-    and no instruction of its body names a token that may depend on them."""
+def shared_context(jit, info) -> str | None:
+    """The generic context of shared code -- "md" (the hidden MethodDesc: a generic method),
+    "mt" (the hidden MethodTable: a static or value-type method of a generic type), "this"
+    (an instance method of a generic class) -- or None for code that is not shared."""
+    from .lookup import context_kind
+    return context_kind(info.options, jit.method_attribs(info.ftn))
+
+
+def check_shape(pipeline, rid: int, generic_owners: frozenset[int]) -> None:
+    """With the runtime's JIT-EE every lookup is asked as the reader meets it (reader/lookup.py:
+    what it cannot generate is a ReaderError at its offset). With the metadata JIT-EE, which
+    cannot answer lookups: declined unless the method itself declares the generic parameters
+    (its type does not) and no instruction of its body names a token that may depend on them."""
+    if getattr(pipeline.ee, "generic_lookup", None) is not None:
+        return
+    asm = pipeline.asm
     token = 0x06000000 | rid
     owner = asm.names.method_owner(rid)
     if token not in generic_owners or owner in generic_owners:
@@ -101,9 +119,10 @@ def fixed_stack_size(unwind) -> int:
     return size + 8
 
 
-def context_slot(run) -> tuple[int, int]:
-    """(caller-SP-relative offset of the generic context's slot, prolog size): what the GC
-    info reports (module docstring). The prolog size is the root range's UNWIND_INFO prolog:
+def context_slot(run, kind: str = "md") -> tuple[str, int, int]:
+    """(context kind, caller-SP-relative offset of the generic context's slot, prolog size):
+    what the GC info reports (module docstring; for "this" the slot holds `this`, which
+    GENERICS_INST_CONTEXT_THIS tells the runtime to take the MethodTable of). The prolog size is the root range's UNWIND_INFO prolog:
     the slot is stored in the entry block, before any call (localescape makes it visible to
     every callee), so before any point the runtime could stop the frame at."""
     from ..reader.translate import GENERIC_CONTEXT_ESCAPE
@@ -112,8 +131,8 @@ def context_slot(run) -> tuple[int, int]:
         raise Declined(f"{SHARED_REASON}: no frame constants (the parent has no RBP frame)")
     root = image.ranges[0].unwind
     offset = escape_offset(run.codegen.asm, run.reader.parent, GENERIC_CONTEXT_ESCAPE)
-    return offset + image.filter_constants.fp_offset - fixed_stack_size(root), root.prolog_size
+    return kind, offset + image.filter_constants.fp_offset - fixed_stack_size(root), root.prolog_size
 
 
 __all__ = ["LOOKUP_REASON_CLASS", "SHARED_REASON", "check_shape", "context_slot", "escape_offset", "fixed_stack_size",
-           "is_shared_generic_method", "runtime_lookup"]
+           "is_shared_generic_method", "runtime_lookup", "shared_context"]

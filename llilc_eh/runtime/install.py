@@ -33,6 +33,8 @@ outside it: the runtime no longer finds the handler, the output must change);
 the reader asks (ee.damage_metadata): with the runtime answering the output must not change,
 with metadata answering it must. "no-generic-context": a shared generic method's GC info without
 its generic context (runtime/generic.py): the runtime cannot resolve `catch !!T`.
+"lookup-offset": every runtime lookup of shared code reads one dictionary slot further
+(runtime/lookup.py): the code finds the wrong type, the output must change.
 "instantiation-int64": an exact instantiation's int32 type arguments bound as int64 in the
 reader (runtime/instantiation.py): T-typed fields and locals are laid out wrong, the output must
 change.
@@ -48,6 +50,7 @@ from pathlib import Path
 
 from ..backend.coff import RelocationType
 from ..errors import LlilcEhError
+from ..reader.lookup import LookupRefused
 from .jitinfo import JitInfo, JitInfoTrap
 from .service import Declined
 from .structs import CORINFO_FLG_JIT_INTRINSIC, CORINFO_FLG_SHAREDINST, CorInfoTokenKind, CorJitFuncKind, InfoAccessType
@@ -56,7 +59,7 @@ IMAGE_REL_BASED_REL32 = 0x10          # corinfo.h: recordRelocation's rel32 (jum
 PVALUE_STUB = bytes.fromhex("48b8") + bytes(8) + bytes.fromhex("ff20")   # mov rax, imm64; jmp [rax]
 STUB_ALIGN = 16
 DAMAGES = ("try-end-short", "no-monitor-clause", "jitee-field-offset", "metadata-field-offset", "no-generic-context",
-           "instantiation-int64")
+           "instantiation-int64", "lookup-offset")
 _REL32_EXTRA = {RelocationType.REL32: 0, RelocationType.REL32_1: 1, RelocationType.REL32_2: 2,
                 RelocationType.REL32_3: 3, RelocationType.REL32_4: 4, RelocationType.REL32_5: 5}
 
@@ -91,12 +94,14 @@ class Layout:
 
 def compile_and_install(service, jit: JitInfo, info, asm_name: str, token: int, name: str,
                         entry_ptr: int, size_ptr: int) -> dict:
-    from .generic import context_slot, is_shared_generic_method
-    shared = is_shared_generic_method(jit, info)     # the hidden instantiation argument (generic.py)
-    pipeline = service.pipeline(asm_name, generic_context=True) if shared else service.pipeline(asm_name)
+    from .generic import context_slot, shared_context
+    generic_context = shared_context(jit, info)      # shared code's context: md | mt | this (generic.py)
+    shared = generic_context is not None
+    pipeline = service.pipeline(asm_name, generic_context=generic_context) if shared else service.pipeline(asm_name)
     bind = getattr(pipeline.ee, "bind", None)      # the runtime-backed JIT-EE (ee.py) asks this method's jit
     if bind is not None:
         bind(jit, info)
+        pipeline.ee.lookup_damage = service.config.damage     # runtime lookups (lookup.py): a control
     # an exact instantiation (List<int>::Sort, M<double>): its type arguments bound in the
     # reader, every token resolved in its own context (runtime/instantiation.py)
     from .instantiation import bind_instantiation, exact_instantiation
@@ -114,7 +119,8 @@ def compile_and_install(service, jit: JitInfo, info, asm_name: str, token: int, 
     values, calls = resolve_externals(jit, info, run, service.method_il)
     layout = lay_out(run, values, calls)
     clause_bytes = damaged(run.clause_bytes, service.config.damage)
-    context = context_slot(run) if shared and service.config.damage != "no-generic-context" else None
+    context = context_slot(run, generic_context) if shared and service.config.damage != "no-generic-context" \
+        else None
     gc = gc_info(run, kind, context)
     entry = report(jit, run, layout, clause_bytes, gc)
     ctypes.c_void_p.from_address(entry_ptr).value = entry
@@ -148,7 +154,7 @@ def compile_method(pipeline, token: int, shared: bool = False, exact: bool = Fal
     owner = asm.names.method_owner(rid)
     if shared:
         from .generic import check_shape
-        check_shape(asm, rid, generic_owners(asm))
+        check_shape(pipeline, rid, generic_owners(asm))
     elif generic_owners(asm) & {token, owner} and not exact:
         raise Declined("generic method or method of a generic type (code per instantiation not supported)")
     try:
@@ -202,7 +208,7 @@ def resolve_externals(jit: JitInfo, info, run, il_of=None) -> tuple[dict[str, in
                 values[symbol] = _cell_value(jit, info, ext)
             else:
                 raise Declined(f"external data {symbol!r} ({ext.kind}) is not in a cell: it may not reach")
-        except JitInfoTrap as e:
+        except (JitInfoTrap, LookupRefused) as e:
             raise Declined(f"resolving {ext}: {e}") from None
     return values, calls
 
@@ -229,7 +235,14 @@ def _call_target(jit: JitInfo, info, ext, il_of) -> CallTarget:
         # only throws: RyuJIT expands them, a call to the IL is wrong (PlatformNotSupportedException)
         raise Declined(f"calls {ext.symbol}, a JIT intrinsic whose IL never returns (only RyuJIT expands it)")
     method = rt.hMethod
-    if jit.method_attribs(method) & CORINFO_FLG_SHAREDINST:
+    if ext.call == "shared":
+        # shared code's call passing the looked-up instantiation argument (reader/lookup.py): the
+        # shared code getCallInfo names, not resolveToken's instantiating stub over __Canon
+        from .lookup import shared_callee
+        method, takes = shared_callee(jit, info.scope, info.ftn, ext.token, newobj=False)
+        if not takes:
+            raise Declined(f"the call to 0x{ext.token:08X} passes an instantiation argument its target does not take")
+    elif jit.method_attribs(method) & CORINFO_FLG_SHAREDINST:
         # shared generic code whose caller passes the class or method as a hidden argument
         # (a generic struct's method over a reference type -- `this` is a byref -- a static or
         # generic method): we pass none, so call what the runtime makes callable without one,
@@ -277,6 +290,22 @@ _HANDLE_CELLS = {
 
 def _cell_value(jit: JitInfo, info, ext) -> int:
     kind = ext.kind
+    if kind == "lookup-signature" or _in_shared_code(jit, info):
+        from .lookup import REQUESTS, ask
+        if kind == "lookup-signature":      # the cookie of a runtime lookup (lookup.py)
+            lookup = ask(jit, info.scope, info.ftn, ext.lookup, ext.token)
+            if lookup is None or not lookup.signature:
+                raise Declined(f"lookup {ext.lookup} 0x{ext.token:08X}: the runtime gave no lookup signature")
+            return lookup.signature
+        asked = "field-owner" if kind == "static" else kind      # a static's address: its class's statics
+        if asked in REQUESTS and ask(jit, info.scope, info.ftn, asked, ext.token) is not None:
+            # a cell would hold the canonical (__Canon) handle: silently wrong code
+            raise Declined(f"{kind} 0x{ext.token:08X} needs a runtime lookup in shared code, the code has a cell")
+        if kind == "method-entry":
+            from .lookup import takes_inst_param
+            rt = jit.resolve_token(info.scope, ext.token, CorInfoTokenKind.Method, context=info.ftn)
+            if takes_inst_param(jit, rt.hMethod):
+                raise Declined(f"ldftn 0x{ext.token:08X} in shared code: its target takes an instantiation argument")
     if kind == "string":
         access, addr = jit.string_literal(info.scope, ext.token)
         if access is not InfoAccessType.IAT_PVALUE or not addr:
@@ -364,6 +393,11 @@ def _thread_static_cell(jit: JitInfo, info, ext) -> int:
     return value
 
 
+def _in_shared_code(jit: JitInfo, info) -> bool:
+    from .lookup import context_kind
+    return context_kind(info.options, jit.method_attribs(info.ftn)) is not None
+
+
 # -- 3. layout ------------------------------------------------------------------------------------
 
 def lay_out(run, values: dict[str, int], calls: dict[str, CallTarget]) -> Layout:
@@ -413,7 +447,7 @@ def _align(blob: bytearray, n: int) -> None:
 
 def damaged(clause_bytes: bytes, damage: str | None) -> bytes:
     """The clause table, or the negative control's damaged copy of it (module docstring)."""
-    if damage is None or damage in ("jitee-field-offset", "metadata-field-offset", "no-generic-context",
+    if damage is None or damage in ("jitee-field-offset", "metadata-field-offset", "no-generic-context", "lookup-offset",
                                     "instantiation-int64"):
         # (compare.py's, ee.py's, gc_info's)
         return clause_bytes
@@ -439,8 +473,8 @@ def gc_info(run, kind=None, generic_context: tuple[int, int] | None = None) -> b
     call stubs are not code and not counted (FinalImage keeps them apart: read_only_data at
     read_only_data_offset >= len(code)). `kind`: the method's ReturnKind (`return_kind`).
     Anything the encoder refuses is a decline, never an install of doubtful GC info.
-    `generic_context`: (caller-SP offset, prolog size) of a shared generic method's context slot
-    (generic.context_slot), reported as GENERICS_INST_CONTEXT_MD."""
+    `generic_context`: (kind, caller-SP offset, prolog size) of shared code's context slot
+    (generic.context_slot), reported as GENERICS_INST_CONTEXT_MD / _MT / _THIS."""
     from ..gcinfo import GcInfoError, ReturnKind, for_method
     image = run.image
     has_funclets = len(image.ranges) > 1
@@ -462,9 +496,9 @@ def gc_info(run, kind=None, generic_context: tuple[int, int] | None = None) -> b
             from dataclasses import replace
             from ..gcinfo import GenericsInstContextKind
             from ..gcinfo.codec import encode, method_info
-            offset, prolog = generic_context
+            context, offset, prolog = generic_context
             return encode(replace(method_info(len(image.code), psp, frame, has_funclets, return_kind=kind),
-                                  generics_inst_context=GenericsInstContextKind.MD,
+                                  generics_inst_context=GenericsInstContextKind[context.upper()],
                                   generics_inst_context_offset=offset, prolog_size=prolog))
         return for_method(len(image.code), psp, frame, has_funclets, return_kind=kind)
     except GcInfoError as e:

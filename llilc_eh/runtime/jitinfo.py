@@ -196,11 +196,17 @@ class JitInfo:
         instantiation argument; this gives the instantiating stub, which passes it itself."""
         return self._generic_handle(rt, "the method").compileTimeHandle or 0
 
+    def generic_handle_result(self, rt, embed_parent: bool = False) -> CORINFO_GENERICHANDLE_RESULT:
+        """embedGenericHandle of a resolved token as it is -- a constant or a runtime lookup
+        (runtime/lookup.py); `embed_parent`: the class of the token's method or field."""
+        result = CORINFO_GENERICHANDLE_RESULT()
+        self.trapped("embedGenericHandle", ctypes.addressof(rt), int(embed_parent), ctypes.addressof(result))
+        return result
+
     def _generic_handle(self, rt, what: str) -> CORINFO_GENERICHANDLE_RESULT:
         """embedGenericHandle of a resolved token; a runtime lookup (shared generic code) is
         JitInfoTrap naming `what` needed it."""
-        result = CORINFO_GENERICHANDLE_RESULT()
-        self.trapped("embedGenericHandle", ctypes.addressof(rt), 0, ctypes.addressof(result))
+        result = self.generic_handle_result(rt)
         if result.lookup.lookupKind.needsRuntimeLookup:
             raise JitInfoTrap(f"embedGenericHandle: {what} needs a runtime lookup")
         return result

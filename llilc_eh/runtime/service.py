@@ -40,7 +40,7 @@ from .structs import (
     CORINFO_FLG_INTRINSIC,
     CORINFO_FLG_JIT_INTRINSIC,
     CORINFO_FLG_SHAREDINST,
-    CORINFO_GENERICS_CTXT_FROM_METHODDESC,
+    CORINFO_GENERICS_CTXT_MASK,
     CORINFO_METHOD_INFO,
     CORJIT_FLAG_CALL_GETJITFLAGS,
     CORJIT_FLAG_IL_STUB,
@@ -178,9 +178,9 @@ class Service:
             # RyuJIT expands these; their IL is a fallback that may call itself
             # (Sse41.get_IsSupported returns Sse41.IsSupported: compiled as IL, it never returns)
             raise Declined("JIT intrinsic (RyuJIT expands it; its IL may call itself)", name)
-        if attribs & CORINFO_FLG_SHAREDINST and not info.options & CORINFO_GENERICS_CTXT_FROM_METHODDESC:
-            # a shared generic method (its context the hidden MethodDesc argument) goes on:
-            # install.py compiles it when nothing in it depends on the instantiation
+        if attribs & CORINFO_FLG_SHAREDINST and not info.options & CORINFO_GENERICS_CTXT_MASK:
+            # shared code goes on with its generic context (a hidden MethodDesc or MethodTable,
+            # or `this`: runtime/generic.py); code shared without one is not ours to make
             raise Declined("code shared between generic instantiations", name)
         return name, assembly, token
 

@@ -185,6 +185,9 @@ CORINFO_FLG_SHAREDINST = 0x00020000      # code shared between generic instantia
 # CORINFO_METHOD_INFO.options (corinfo.h CorInfoOptions): shared code whose generic context is the
 # hidden argument, a MethodDesc (a shared generic method); keep it alive and report its slot
 CORINFO_GENERICS_CTXT_FROM_METHODDESC = 0x00000040
+CORINFO_GENERICS_CTXT_FROM_THIS = 0x00000020        # ... a generic class's instance method: `this`
+CORINFO_GENERICS_CTXT_FROM_METHODTABLE = 0x00000080  # ... a hidden MethodTable (static / value-type method)
+CORINFO_GENERICS_CTXT_MASK = 0x000000E0
 CORINFO_FLG_STATIC = 0x00000008           # method attributes (getMethodAttribs)
 CORINFO_FLG_VIRTUAL = 0x00000040
 CORINFO_FLG_ABSTRACT = 0x00000400

@@ -6,8 +6,9 @@ the PSPSym to the parent frame first).
 
 Oracle: the same program with RyuJIT only. Negative control: the GC info without the generic
 context (damage "no-generic-context") -- measured: every `catch (T)` then misses (the runtime
-cannot resolve T) and the output changes. A body that needs the instantiation (typeof(T)) is
-declined by name with the IL offset of the token.
+cannot resolve T) and the output changes. A body that needs the instantiation (typeof(T))
+is compiled with a runtime lookup (test_shared_lookups.py has the rest); with the metadata
+JIT-EE, which cannot answer lookups, it is declined by name with the IL offset of the token.
 """
 
 from __future__ import annotations
@@ -50,7 +51,18 @@ def test_shared_generic_catch_equals_ryujit(program, run_captured, config):
         assert info.prolog_size >= 1
     assert "Program::Main" in compiled and "Program::Main" not in SHARED
     assert decode(bytes.fromhex(compiled["Program::Main"]["gc_info"])).generics_inst_context is None
-    # typeof(T) needs a runtime lookup: declined by name, RyuJIT's code prints the right type
+    # typeof(T) is found through a runtime lookup (runtime/lookup.py): ours too
+    assert out.report["declined"] == []
+    assert decode(bytes.fromhex(compiled["Program::Lookup"]["gc_info"])).generics_inst_context \
+        == GenericsInstContextKind.MD
+
+
+def test_the_metadata_jitee_declines_a_runtime_lookup_by_name(program, run_captured):
+    # only the runtime answers lookups: with metadata answering, typeof(T) is declined with its
+    # token and IL offset, and RyuJIT's code prints the right type
+    exe, oracle = program
+    out = run_captured(exe, opt=2, jitee="metadata")
+    assert out.stdout.decode() == oracle.stdout
     declined = {d["method"]: d["reason"] for d in out.report["declined"]}
     assert set(declined) == {"Program::Lookup"}
     assert "IL_" in declined["Program::Lookup"] and "ldtoken !!0" in declined["Program::Lookup"]

@@ -47,11 +47,12 @@ def test_a_handler_of_ours_decides_the_exit_code(altjit, exit_args):
 
 
 def test_require_all_is_exit_status_2_when_a_selected_method_was_declined(altjit, tmp_path):
-    # Lookup<T> needs a runtime lookup (typeof(T)) in shared code: declined (runtime/generic.py)
+    # Lookup<T> needs a runtime lookup (typeof(T)) in shared code, which the metadata JIT-EE
+    # cannot answer: declined (runtime/generic.py)
     exe = str(compile_cs(PROGRAMS / "generic_catch_funclets.cs", tmp_path / "generic_catch_funclets.exe"))
-    plain = llilc_eh("run", exe)
+    plain = llilc_eh("run", "--jitee", "metadata", exe)
     assert plain.returncode == 0 and "declined  Program::Lookup" in plain.stderr
-    strict = llilc_eh("run", "--require-all", exe)
+    strict = llilc_eh("run", "--jitee", "metadata", "--require-all", exe)
     assert strict.returncode == 2 and strict.stdout == plain.stdout
 
 

@@ -3,7 +3,8 @@
 // inside a catch funclet and from inside a finally funclet (the runtime then follows the
 // PSPSym to the parent frame), with `this` and a return value around the hidden argument,
 // and beside a filter (WithFilter).
-// Lookup<T> needs the instantiation in its body (typeof(T)): declined, RyuJIT compiles it.
+// Lookup<T> needs the instantiation in its body (typeof(T)): a runtime lookup through the
+// context (declined when the metadata JIT-EE answers, which cannot give one).
 using System;
 
 class Program
