@@ -158,8 +158,13 @@ def reference_offsets(ee, sig: TypeSig) -> tuple[int, ...] | None:
 
 
 def walk_reference_offsets(ee, sig: TypeSig) -> tuple[int, ...] | None:
-    """`reference_offsets` from the metadata JIT-EE's layouts (JitEE.reference_offsets)."""
-    leaves = _leaves(ee, ee._rt(ee._main, sig), 0)
+    """`reference_offsets` from the metadata JIT-EE's layouts (JitEE.reference_offsets); None
+    also for a struct the walk stops at (a SIMD type or an empty struct inside it: an async state
+    machine holding a YieldAwaiter, reached once exact instantiations bind such structs)."""
+    try:
+        leaves = _leaves(ee, ee._rt(ee._main, sig), 0)
+    except _InMemory:
+        return None
     return None if leaves is None else tuple(o for o, _, w in leaves if w == "ref")
 
 

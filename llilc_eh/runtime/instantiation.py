@@ -215,8 +215,13 @@ def bind_instantiation(ee, token: int, inst: Instantiation | None, file_of, dama
         if path is None:
             raise Declined(f"{INSTANCE_REASON}: type argument {arg}: assembly {arg.assembly!r} has no file")
         return ("valuetype", str(path), arg.namespace, arg.name, tuple(describe(a) for a in arg.args))
-    ee.bind_instantiation(token, tuple(describe(a) for a in inst.class_args),
-                          tuple(describe(a) for a in inst.method_args))
+    from ..errors import LlilcEhError
+    try:
+        ee.bind_instantiation(token, tuple(describe(a) for a in inst.class_args),
+                              tuple(describe(a) for a in inst.method_args))
+    except LlilcEhError as e:       # a type argument the reader cannot find
+        ee.bind_instantiation(None, (), ())
+        raise Declined(f"[{e.stage}/{e.kind}] {e.describe()}") from None
 
 
 def _arity(asm, owner_token: int) -> int:

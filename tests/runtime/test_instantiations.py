@@ -23,6 +23,7 @@ PROGRAM = Path(__file__).resolve().parent / "programs" / "instantiations.cs"
 #: every exact instantiation of the program's own generic code the runtime asks for
 INSTANTIATIONS = {
     "Pair`1<int32>::Pick", "Pair`1<int64>::Pick", "Pair`1<uint8>::Pick", "Pair`1<Measure>::Pick",
+    "Pair`1<Named>::Pick", "Program::Describe<Named>", "Program::Second<Named>",
     "Program::Describe<int32>", "Program::Describe<int64>", "Program::Describe<Measure>",
     "Program::Describe<float64>", "Program::Describe<uint8>",
     "Program::Second<int32>", "Program::Second<uint8>", "Program::Second<Measure>",

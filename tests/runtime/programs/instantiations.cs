@@ -46,6 +46,15 @@ struct Measure
     public override string ToString() { return Ticks + "u" + Unit; }
 }
 
+// a T holding an object reference: Pair<Named> is laid out by CoreCLR's auto layout (Tag first)
+struct Named
+{
+    public long Id;
+    public string Name;
+    public Named(long id, string name) { Id = id; Name = name; }
+    public override string ToString() { return Name + "#" + Id; }
+}
+
 struct Ordered : IComparable<Ordered>
 {
     public int Key;
@@ -162,6 +171,9 @@ static class Program
         var pm = new Pair<Measure>(new Measure(10, 1), new Measure(20, 2), 10);
         Console.WriteLine("Pick: " + pi.Pick(true) + " " + pi.Pick(false) + " " + pl.Pick(false) + " "
                           + pb.Pick(false) + " " + pm.Pick(false));
+        var pn = new Pair<Named>(new Named(1, "one"), new Named(2, "two"), 11);
+        Console.WriteLine("Pick named: " + pn.Pick(true) + " " + pn.Pick(false) + " "
+                          + Describe(new Named(3, "three"), 0) + " " + Second(pn, 3));
         var neg = new Pair<long>(1, 2, -1);
         Console.WriteLine("Pick neg: " + neg.Pick(true));
 
