@@ -632,8 +632,9 @@ class _Builder:
             if block not in f.colors or block not in self.funclet_of_block:
                 continue
             marker = None                   # the call-site marker that precedes the next call
-            for inst in block.insts:
-                if inst.opcode not in ("call", "invoke"):
+            for k in block.calls:           # (the lint's reading lists them)
+                inst = block.insts[k]
+                if inst.opcode == "callbr":
                     continue
                 if "asm" in inst.text:      # (both markers are inline asm: most calls skip both searches)
                     if (m := _CALLSITE_MARKER.search(inst.text)) is not None:

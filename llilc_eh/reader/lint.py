@@ -220,6 +220,7 @@ class _Block:
     pad: _Inst | None = None        # the pad the block begins with (after PHIs), if any
     terminator: _Inst | None = None
     successors: list[_Block] = field(default_factory=list)
+    calls: list[int] = field(default_factory=list)     # positions of its call/invoke/callbr instructions
 
 
 def _body_texts(text: str, pos: int) -> tuple[list[tuple[str | None, list[str]]], int] | None:
@@ -349,6 +350,7 @@ class _Function:
             for inst in insts:
                 if inst.name:
                     self.inst_by_name[inst.name] = inst
+            block.calls = [k for k, inst in enumerate(insts) if inst.opcode in _CALLS]
             head = next((i for i in insts if i.opcode != "phi"), None)
             block.pad = head if head is not None and head.opcode in _PADS else None
             block.terminator = insts[-1] if insts else None
@@ -479,9 +481,9 @@ def _describe(pad: _Inst | None) -> str:
 def _rule_bundles(f: _Function, out: list[LintFinding]) -> None:
     for block in f.blocks:
         funclets = f.funclets_of(block)
-        for inst in block.insts:
-            if inst.opcode not in _CALLS:
-                continue
+        insts = block.insts
+        for k in block.calls:
+            inst = insts[k]
             has_bundle, named = f.bundle(inst)
             for funclet in funclets:
                 if funclet is None:
@@ -691,10 +693,9 @@ def _check_table(functions: list[_Function], table: ReaderTable, out: list[LintF
                     if entry.kind != (kind := _pad_kind(f, pad)):
                         finding(f, pad, f"the table says {pad.name} is a {entry.kind} pad, the IR a {kind}")
             insts = block.insts
-            # (a comprehension finds the inline asm calls: most instructions are none)
-            for k in [k for k, inst in enumerate(insts) if inst.opcode == "call" and "asm" in inst.body]:
+            for k in block.calls:
                 inst = insts[k]
-                if (m := _CALLSITE_ASM.search(inst.text)) is None:
+                if "asm" not in inst.body or (m := _CALLSITE_ASM.search(inst.text)) is None:
                     continue
                 key = (f.name, int(m.group(1)))
                 entry = calls.get(key)
