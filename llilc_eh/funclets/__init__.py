@@ -1,8 +1,9 @@
 """The funclets stage: the reader's module → the funclet model of one method.
 
-    build_funclet_model(module_text, parent, il_method=None) -> FuncletModel
+    build_funclet_model(module_text, parent, il_method=None, table=None) -> FuncletModel
 
-The model (frozen dataclasses, printable) holds the funclets — the root (main body), one per
+(`table`: the reader's side table, `ReaderResult.table`, where each pad's IL clause and each
+call's IL offset come from.) The model (frozen dataclasses, printable) holds the funclets — the root (main body), one per
 catchpad / cleanuppad (every copy of a handler), one FILTER per filter handler — with their
 blocks (the funclet coloring, read exactly as the funclet lint reads it), the funclet tree,
 each catchswitch's handler order, the CLR EH states (one per handler, numbered in layout
