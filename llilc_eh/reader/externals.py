@@ -19,6 +19,8 @@ Kinds:
   string          a string literal: the address of its pinned handle (constructStringLiteral,
                   IAT_PVALUE: the code loads the object from there)
   class           a CORINFO_CLASS_HANDLE (allocation, casts, box, ldtoken, typed refs)
+  ldtoken-class   ... of a class only ldtoken names (linux-x64): resolved as an ldtoken token, which
+                  may be System.Void or an open generic type
   array-class     the array class a newarr allocates (its token resolved as CORINFO_TOKENKIND_Newarr;
                   linux-x64 only, where it is a cell of its own)
   field-class     the class handle of a field's (value) type (ASSIGN_STRUCT of a field)
@@ -41,7 +43,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-KINDS = ("helper", "method", "method-handle", "method-class", "method-entry", "string", "class", "array-class",
+KINDS = ("helper", "method", "method-handle", "method-class", "method-entry", "string", "class", "ldtoken-class",
+         "array-class",
          "field-class", "field-owner", "static", "statics-module", "statics-class-id", "thread-static", "field",
          "field-offset", "vasig-cookie", "frame-constant", "method-sync",
          "lookup-signature")

@@ -1047,6 +1047,11 @@ class BlockTranslator:
             symbol, kind = ee.method_handle(token), "method-handle"
         handle = self.temp("ptr")
         value = self.global_(symbol, kind=kind, token=token)
+        if self.tr.target.data_cells and kind == "class" and getattr(self.tr.externals.get(symbol), "kind", None) == "class":
+            # a class cell of ldtoken's is resolved as CORINFO_TOKENKIND_Ldtoken: the runtime refuses
+            # System.Void and open generic types (typeof(IComparable<>)) as any other kind of token
+            from dataclasses import replace
+            self.tr.externals[symbol] = replace(self.tr.externals[symbol], kind="ldtoken-class")
         if self.tr.target.data_cells:
             # code the runtime runs: CoreCLR's handle structs hold a managed object (the
             # RuntimeType, a field/method stub), which these helpers make from the raw handle;

@@ -283,7 +283,12 @@ _HANDLE_CELLS = {
                       "method", "embedMethodHandle"),
     "method-class": (CorInfoTokenKind.Method, lambda jit, rt: jit.embed_class_handle(rt.hClass),
                      "class of method", "embedClassHandle"),
-    "field": (CorInfoTokenKind.Field, lambda jit, rt: jit.embed_field_handle(rt.hField),
+    # ldtoken's tokens resolve as CORINFO_TOKENKIND_Ldtoken, as RyuJIT's: any other kind refuses
+    # System.Void and open generic types (jitinterface.cpp resolveToken; typeof(void) in
+    # StartupHookProvider::CallStartupHook threw InvalidProgramException there)
+    "ldtoken-class": (CorInfoTokenKind.Ldtoken, lambda jit, rt: jit.embed_class_handle(rt.hClass),
+                      "class (ldtoken)", "embedClassHandle"),
+    "field": (CorInfoTokenKind.Ldtoken, lambda jit, rt: jit.embed_field_handle(rt.hField),
               "field", "embedFieldHandle"),
 }
 

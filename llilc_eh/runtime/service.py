@@ -245,11 +245,27 @@ class Service:
 
     def method_il(self, jit: JitInfo, method: int) -> bytes | None:
         """A method's IL: the runtime's (getMethodInfo), else -- an instantiated generic method,
-        for which 3.1 gives none -- its definition's, from the file of its module."""
+        for which 3.1 gives none (an instantiating stub is a wrapper) -- the runtime's IL of its
+        generic definition (its MethodDef resolved in its module), else the definition's from
+        the file of its module. The runtime's first: for CoreLib's Unsafe, Volatile,
+        Interlocked, RuntimeHelpers, JitHelpers and Activator intrinsics it substitutes IL of
+        its own (jitinterface.cpp getMethodInfoHelper), which is what runs when the method is
+        called rather than expanded -- `Unsafe.As<T>(object)` is `ldarg.0; ret` there, its
+        file's IL only throws (PlatformNotSupportedException)."""
         il = jit.method_il(method)
         if il is not None:
             return il
         token = jit.method_def(method)
+        if token >> 24 == 0x06:
+            try:
+                from .structs import CorInfoTokenKind
+                definition = jit.resolve_token(jit.method_module(method), token, CorInfoTokenKind.Method,
+                                               context=method).hMethod
+                il = jit.method_il(definition) if definition and definition != method else None
+            except Exception:    # noqa: BLE001 -- the runtime would not say: the file's IL
+                il = None
+            if il is not None:
+                return il
         path = self.file_of(jit.assembly_name(jit.module_assembly(jit.method_module(method))))
         if path is None or token >> 24 != 0x06:
             return None

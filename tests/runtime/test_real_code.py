@@ -12,6 +12,14 @@ altjit.c offers llilc-eh methods with IL clauses only) -- the JIT's own fault cl
 (clauses/synchronized.py) and the monitor helpers (reader/synchronized.py): two threads racing
 on a read-wait-write lose no update; an exception leaving the method releases the lock (another
 thread gets it at once), also from a static method, whose lock is its class's.
+
+real_code.cs: the audit of item 3's list -- interface dispatch, statics with class init, the
+SysV struct ABI at the sizes sysv_structs.cs leaves out, P/Invoke through its stub, delegates,
+localloc beside a catch and a finally, value-type `this`, ldtoken of System.Void and of open
+generic types, the thread pool -- every method with EH of the program ours; under --all-eh also
+CoreLib's StartupHookProvider::CallStartupHook (typeof(void): resolveToken refused it as a class
+token, it is an ldtoken token) and ThreadPoolWorkQueue::Dispatch (it calls Unsafe.As<T>(object),
+whose file IL only throws; the runtime's IL for it -- what runs when it is called -- returns).
 """
 
 from __future__ import annotations
@@ -81,3 +89,36 @@ def test_synchronized_negative_control_without_the_monitor_clause(run_captured, 
     text = out.stdout.decode()
     assert "fail 5 held=True after=True\nother thread gets the instance lock: False" in text, text
     assert {c["method"] for c in out.report["compiled"]} >= SYNCHRONIZED
+
+
+@pytest.fixture(scope="module")
+def real_code(tmp_path_factory) -> Path:
+    return compile_cs(PROGRAMS_DIR / "real_code.cs", tmp_path_factory.mktemp("real_code") / "real_code.exe", "-unsafe")
+
+
+REAL_CODE = {"Program::Dispatch", "Program::Statics", "Program::Structs", "Program::PInvoke", "Program::Delegates",
+             "Program::Localloc", "Program::ValueThis", "Tally::Bump", "Program::Tokens", "Program::Pool",
+             "Program::MB1", "Program::MB3", "Program::MI3", "Program::MDL", "Program::MLD", "Program::MFI",
+             "Program::ML20"}
+
+
+@pytest.mark.parametrize("opt", [0, 2])
+def test_real_code_audit(run_captured, real_code, opt):
+    oracle, out = _same_as_ryujit(run_captured, real_code, opt=opt)
+    assert "n=6 last 25 finally p1=1" in oracle.stdout and "pid>0 True strlen 12" in oracle.stdout
+    assert "Void IComparable`1<> IEquatable`1<> Dictionary`2<> Int32& True" in oracle.stdout
+    assert {c["method"] for c in out.report["compiled"]} >= REAL_CODE, out.report["declined"]
+    assert out.report["declined"] == []
+
+
+FRAMEWORK = ["System.Threading.ThreadPoolWorkQueue::Dispatch", "System.StartupHookProvider::CallStartupHook"]
+
+
+def test_framework_methods_the_audit_reaches(run_captured, real_code, monkeypatch):
+    """--all-eh, bisected to the two CoreLib methods and two of the program's: all four ours, the
+    output RyuJIT's (R2R off on both sides)."""
+    monkeypatch.setenv("COMPlus_ReadyToRun", "0")
+    oracle, out = _same_as_ryujit(run_captured, real_code, all_eh=True,
+                                  only=FRAMEWORK + ["Program::Tokens", "Program::Pool"])
+    assert {c["method"] for c in out.report["compiled"]} == set(FRAMEWORK) | {"Program::Tokens", "Program::Pool"}, \
+        [d for d in out.report["declined"] if d["method"] in FRAMEWORK]
