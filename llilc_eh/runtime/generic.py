@@ -59,6 +59,32 @@ def shared_context(jit, info) -> str | None:
     return context_kind(info.options, jit.method_attribs(info.ftn))
 
 
+def shared_instantiation(jit, info):
+    """The canonical instantiation shared code is compiled for (CORINFO_METHOD_INFO.args.sigInst):
+    `__Canon` -- any reference type -- bound as an object reference, every other argument
+    exactly, so the reader lays out what is not shared: AsyncTaskMethodBuilder<__Canon>'s
+    AwaitUnsafeOnCompleted<TaskAwaiter, SM> is one body for every TResult, with a TaskAwaiter
+    (a struct) as its !!0 -- read as an object reference, its `constrained. !!0 callvirt` went
+    to the awaiter's Task (EntryPointNotFoundException, found by the concurrency workload).
+    None when the method and its type have no type arguments. Declined (instantiation.type_arg)
+    where a value-type argument holds `__Canon` itself (KeyValuePair<__Canon,int>)."""
+    import ctypes
+
+    from .instantiation import Instantiation, TypeArg, sig_instantiation, type_arg
+    classes, methods = sig_instantiation(ctypes.addressof(info))
+    if not classes and not methods:
+        return None
+
+    def arg(cls: int) -> TypeArg:
+        name_space = ctypes.c_char_p()
+        address = jit.trapped("getClassNameFromMetadata", cls, ctypes.addressof(name_space)) if cls else 0
+        name = ctypes.string_at(address).decode("utf-8", "replace") if address else ""
+        if name == "__Canon" or (cls and not jit.is_value_class(cls)):
+            return TypeArg("class", namespace=(name_space.value or b"").decode("utf-8", "replace"), name=name)
+        return type_arg(jit, cls)
+    return Instantiation(tuple(arg(c) for c in classes), tuple(arg(m) for m in methods))
+
+
 def check_shape(pipeline, rid: int, generic_owners: frozenset[int]) -> None:
     """With the runtime's JIT-EE every lookup is asked as the reader meets it (reader/lookup.py:
     what it cannot generate is a ReaderError at its offset). With the metadata JIT-EE, which
@@ -135,4 +161,4 @@ def context_slot(run, kind: str = "md") -> tuple[str, int, int]:
 
 
 __all__ = ["LOOKUP_REASON_CLASS", "SHARED_REASON", "check_shape", "context_slot", "escape_offset", "fixed_stack_size",
-           "is_shared_generic_method", "runtime_lookup", "shared_context"]
+           "is_shared_generic_method", "runtime_lookup", "shared_context", "shared_instantiation"]

@@ -105,7 +105,9 @@ def compile_and_install(service, jit: JitInfo, info, asm_name: str, token: int, 
     # an exact instantiation (List<int>::Sort, M<double>): its type arguments bound in the
     # reader, every token resolved in its own context (runtime/instantiation.py)
     from .instantiation import bind_instantiation, exact_instantiation
-    inst = None if shared else exact_instantiation(jit, info, pipeline.asm, token & 0xFFFFFF)
+    from .generic import shared_instantiation     # shared code: __Canon an object, the rest exact
+    inst = shared_instantiation(jit, info) if shared else exact_instantiation(jit, info, pipeline.asm,
+                                                                               token & 0xFFFFFF)
     bind_instantiation(pipeline.ee, token, inst, service.file_of, service.config.damage)
     run = compile_method(pipeline, token, shared, exact=inst is not None)
     try:

@@ -45,6 +45,7 @@ from ..reader.lookup import LookupRefused
 from .jitinfo import JitInfo, JitInfoTrap
 from .structs import (
     CORINFO_FLG_SHAREDINST,
+    CORINFO_FLG_VIRTUAL,
     CORINFO_GENERICS_CTXT_FROM_METHODDESC,
     CORINFO_GENERICS_CTXT_FROM_METHODTABLE,
     CORINFO_GENERICS_CTXT_FROM_THIS,
@@ -61,6 +62,7 @@ LOOKUP_KINDS = {0: "this", 1: "md", 2: "mt"}
 #: impTokenToHandle (fEmbedParent FALSE) and impParentClassTokenToHandle (TRUE)
 REQUESTS = {
     "class": (CorInfoTokenKind.Class, False),
+    "ldtoken-class": (CorInfoTokenKind.Ldtoken, False),
     "array-class": (CorInfoTokenKind.Newarr, False),
     "method-handle": (CorInfoTokenKind.Method, False),
     "method-class": (CorInfoTokenKind.Method, True),
@@ -145,7 +147,7 @@ def takes_inst_param(jit: JitInfo, method: int) -> bool:
 #: CORINFO_SIG_INFO (104 bytes) at 16 -- its callConv first --, then verMethodFlags, verSig
 #: (at 128) and thisTransform, so `kind` (CORINFO_CALL_KIND) at 236
 _CALL_INFO_SIZE, _CALL_INFO_CALLCONV, _CALL_INFO_KIND = 1024, 16, 236
-CORINFO_CALLINFO_ALLOWINSTPARAM = 0x0001
+CORINFO_CALLINFO_ALLOWINSTPARAM, CORINFO_CALLINFO_CALLVIRT = 0x0001, 0x0002
 CORINFO_CALL = 0                   # CORINFO_CALL_KIND: call hMethod directly
 
 
@@ -158,9 +160,14 @@ def shared_callee(jit: JitInfo, scope: int, context: int, token: int, newobj: bo
     rt = jit.resolve_token(scope, token, kind, context=context)
     if not rt.pTypeSpec and not rt.pMethodSpec:
         return rt.hMethod or 0, False       # no instantiation in the token: nothing to pass
+    flags = CORINFO_CALLINFO_ALLOWINSTPARAM
+    if jit.method_attribs(rt.hMethod) & CORINFO_FLG_VIRTUAL:
+        # a virtual (interface, abstract) method asked about as a direct call is invalid IL to
+        # getCallInfo ("direct calls to abstract methods are not allowed": it threw for
+        # IEnumerable<!0>::GetEnumerator in Enumerable.Sum)
+        flags |= CORINFO_CALLINFO_CALLVIRT
     buf = ctypes.create_string_buffer(_CALL_INFO_SIZE)
-    jit.trapped("getCallInfo", ctypes.addressof(rt), 0, context, CORINFO_CALLINFO_ALLOWINSTPARAM,
-                ctypes.addressof(buf))
+    jit.trapped("getCallInfo", ctypes.addressof(rt), 0, context, flags, ctypes.addressof(buf))
     method = ctypes.c_void_p.from_buffer(buf, 0).value or 0
     call_conv = ctypes.c_uint32.from_buffer(buf, _CALL_INFO_CALLCONV).value
     call_kind = ctypes.c_uint32.from_buffer(buf, _CALL_INFO_KIND).value

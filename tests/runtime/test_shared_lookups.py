@@ -6,7 +6,9 @@ MethodDesc), a static method and a struct's method of a generic type (the hidden
 an instance method of a generic class (`this`) -- whose bodies find typeof(T), List<T>, T[],
 Holder<T>'s class and statics, the MethodDesc of Inner<T,string> and the MethodTable a struct
 enumerator's methods take through the generic dictionary, in the main body, catch, finally and
-filter funclets, beside catch (E) resolved through the reported context.
+filter funclets, beside catch (E) resolved through the reported context; and code shared in one
+type argument but exact in another (Mixed<__Canon,int>, <__Canon,long>, <__Canon,Measure>: a
+16-byte struct laid out exactly, runtime/generic.py shared_instantiation).
 
 Oracle: the same program with RyuJIT only, byte for byte, with every method ours. Negative
 controls (both measured to change the run): every lookup one dictionary slot further
@@ -28,6 +30,7 @@ PROGRAM = Path(__file__).resolve().parent / "programs" / "shared_lookups.cs"
 CONTEXTS = {
     "Lookups::Method": GenericsInstContextKind.MD, "Lookups::Inner": GenericsInstContextKind.MD,
     "Lookups::Join": GenericsInstContextKind.MD, "Lookups::Catch": GenericsInstContextKind.MD,
+    "Lookups::Mixed": GenericsInstContextKind.MD,
     "Holder`1::Make": GenericsInstContextKind.MT, "Pair`1::Show": GenericsInstContextKind.MT,
     "Guard`1::RunStatic": GenericsInstContextKind.MT,
     "Holder`1::Describe": GenericsInstContextKind.THIS, "Guard`1::Run": GenericsInstContextKind.THIS,
@@ -48,7 +51,8 @@ def test_the_program_exercises_what_it_says(program):
     for line in ("caught Version:92 ice Version[]", "Make: filtered Version 5 too many Version 5",
                  "not a Version 0 [Holder`1 Version[]]", "negative Version Pair`1", "7.8;#1",
                  "static: caught ArgumentException as ArgumentException",
-                 "format guard: caught FormatException as FormatException", "counts 124 112 113"):
+                 "format guard: caught FormatException as FormatException", "counts 124 112 113",
+                 "String/Measure 3x1.5 1 0x0 long 3x1.5 5 True", "Version/Int64 123456 1 0 long 123456 6 True"):
         assert line in text
 
 
@@ -61,6 +65,8 @@ def test_shared_code_with_lookups_equals_ryujit(program, run_captured, config):
     assert out.report["declined"] == []
     compiled = {c["method"]: c for c in out.report["compiled"]}
     assert set(CONTEXTS) | {"Lookups::Main"} == set(compiled)
+    # Mixed<T,V>: one body per value type V, shared in T (__Canon bound as a reference, V exactly)
+    assert sum(c["method"] == "Lookups::Mixed" for c in out.report["compiled"]) == 3
     for name, kind in CONTEXTS.items():
         info = decode(bytes.fromhex(compiled[name]["gc_info"]))
         assert info.generics_inst_context == kind, name

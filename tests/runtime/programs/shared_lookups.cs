@@ -6,6 +6,7 @@
 //   Holder<T>.Describe       an instance method of a generic class: `this`
 //   Pair<T>.Show             a generic struct's method: the hidden MethodTable argument
 //   Guard<E>.Run / RunStatic catch (E) through `this` / the MethodTable the GC info reports
+//   Lookups.Mixed<T,V>       shared in T, exact in a value type V (int, long, a 16-byte struct)
 // Uses: typeof(T), typeof(T[]), typeof(List<T>), new List<T>, new T[n], castclass/isinst T,
 // unbox.any T, calls into Holder<T> (static: its class looked up; generic method: its
 // MethodDesc looked up), static fields of Holder<T>, a struct enumerator of List<T>, a
@@ -137,6 +138,14 @@ class Guard<E> where E : Exception
     }
 }
 
+struct Measure
+{
+    public long Count;
+    public double Weight;
+
+    public override string ToString() { return Count + "x" + Weight; }
+}
+
 static class Lookups
 {
     public static bool Accept<T>(Exception e, int n)
@@ -210,6 +219,34 @@ static class Lookups
         return r;
     }
 
+    // shared for every reference type T, exact in V (a value type): Mixed<__Canon,int> and
+    // Mixed<__Canon,Measure> are code of their own, in which V is laid out exactly
+    public static string Mixed<T, V>(T item, V value) where T : class where V : struct
+    {
+        string r = typeof(T).Name + "/" + typeof(V).Name;
+        try
+        {
+            var map = new Dictionary<T, V>();
+            map[item] = value;
+            V[] array = new V[2];
+            array[1] = map[item];
+            object boxed = array[1];
+            r += " " + boxed + " " + map.Count + " " + array[0];
+            if (boxed.ToString().Length > 3) throw new ArgumentException(boxed.ToString());
+        }
+        catch (ArgumentException e) when (e.Message.Length > 4)
+        {
+            r += " long " + e.Message;
+        }
+        finally
+        {
+            // (not GetHashCode: a struct's hash mixes a type id the runtime numbers as types ask,
+            // which differs under the alt JIT even in RyuJIT's code -- measured)
+            r += " " + value.ToString().Length + " " + value.Equals(value);
+        }
+        return r;
+    }
+
     public static string Catch<T>(Exception thrown) where T : Exception
     {
         try
@@ -252,6 +289,10 @@ static class Lookups
         Console.WriteLine(Catch<FormatException>(new FormatException("fmt")));
         Console.WriteLine(Catch<FormatException>(new ArgumentException("arg")));
         Console.WriteLine(Catch<ArgumentException>(new ArgumentNullException("p")));
+        Console.WriteLine(Mixed<string, int>("k", 7));
+        Console.WriteLine(Mixed<string, Measure>("m", new Measure { Count = 3, Weight = 1.5 }));
+        Console.WriteLine(Mixed<Version, long>(new Version(1, 0), 123456L));
+        Console.WriteLine(Mixed<Exception, Measure>(new Exception(), new Measure { Count = 12345, Weight = -2 }));
         for (int n = 0; n < 3; n++)
         {
             Console.WriteLine(new Guard<FormatException>("format guard").Run(n));
