@@ -35,6 +35,9 @@ Kinds:
   vasig-cookie    a vararg call site's cookie
   frame-constant  a filter's parent-frame constant; resolved by the final image, not the runtime
   method-sync     a synchronized static method's lock (getMethodSync of the compiled method; linux-x64)
+  constrained-entry  `constrained. T callvirt M` on a value type T (linux-x64): the entry point of T's own
+                  M, or null when T inherits M (the code then calls M on a box); `token` is M's,
+                  `constrained` T's
   lookup-signature  the signature cookie of a runtime lookup in shared generic code (`lookup`: what
                   the token is used as, a key of runtime/lookup.py REQUESTS; reader/lookup.py)
 """
@@ -46,7 +49,7 @@ from dataclasses import dataclass
 KINDS = ("helper", "method", "method-handle", "method-class", "method-entry", "string", "class", "ldtoken-class",
          "array-class",
          "field-class", "field-owner", "static", "statics-module", "statics-class-id", "thread-static", "field",
-         "field-offset", "vasig-cookie", "frame-constant", "method-sync",
+         "field-offset", "vasig-cookie", "frame-constant", "method-sync", "constrained-entry",
          "lookup-signature")
 CALL_KINDS = ("helper", "method")
 
@@ -64,6 +67,7 @@ class External:
     cell: bool = False              # an 8-byte cell holding the runtime's value (linux-x64 data)
     lookup: str | None = None       # kind lookup-signature: what the token is used as
     boxed: bool = False             # kind thread-static: the code unboxes the static (its value after the header)
+    constrained: int | None = None  # kind constrained-entry: the token of the `constrained.` type
 
     @property
     def is_call(self) -> bool:

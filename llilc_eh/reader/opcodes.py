@@ -811,6 +811,14 @@ class BlockTranslator:
         elif info.has_this:
             this = self.pop(ins.offset)
         copy_back = None
+        if (this is not None and name == "callvirt" and self.prefix_constrained is not None and this.kind == "byref"
+                and tr.target.data_cells and info.is_virtual and not info.vararg and ins.operand >> 24 != 0x2B
+                and not tr.options.generic_context
+                and tr.ee.stack_kind(tr.ee.token_type(self.prefix_constrained)) is not StackKind.OBJ):
+            result = self.constrained_value_call(ins, info, this, args, ret_sig)
+            if result is not None:
+                self.stack.append(result)
+            return
         if this is not None and name == "callvirt":
             boxed = False
             if self.prefix_constrained is not None and this.kind == "byref":
@@ -860,6 +868,51 @@ class BlockTranslator:
             return False
         return own in ("[System.Private.CoreLib]System.String", "[System.Private.CoreLib]System.Utf8String",
                        "[mscorlib]System.String")
+
+    def constrained_value_call(self, ins, info, this, args, ret_sig):
+        """`constrained. T callvirt M` on a value type T (linux-x64), as ECMA-335 III.2.1 says
+        and RyuJIT does: when T implements M itself, M is called directly with the managed
+        pointer as `this` -- what M changes in `this` is changed in place, at once and also when
+        M then throws (a boxed copy loses it: tests/runtime/programs/constrained.il); when T
+        inherits M, M is called virtually on a boxed copy (`constrained_this`), whose value a
+        struct then gets back. Which of the two, the runtime says: T's own M lives in T's module
+        under no token of ours, so a `constrained-entry` cell holds its entry point or null
+        (runtime/install.py: resolveVirtualMethod, getUnboxedEntry) and the code branches on it.
+        Returns the call's result (pushed by the caller)."""
+        tr, fn = self.tr, self.ctx.fn
+        token = self.prefix_constrained
+        self.prefix_constrained = None
+        symbol = f"constrained:{tr.ee.class_handle(token)}::{info.symbol}"
+        entry = self.global_(symbol, kind="constrained-entry", token=ins.operand)
+        from dataclasses import replace
+        tr.externals[symbol] = replace(tr.externals[symbol], constrained=token)
+        own = self.v("own")
+        self.emit(f"{own} = icmp ne ptr {entry}, null")
+        here = f"IL_{ins.offset:04x}"
+        direct, boxed, joined = fn.new_block(here + ".own"), fn.new_block(here + ".boxed"), fn.new_block(here + ".called")
+        self.block.terminate(f"br i1 {own}, label %{direct.label}, label %{boxed.label}")
+        self.block = direct
+        results = [(self.emit_call(entry, this, args, info.params, ret_sig, direct=False), self.block)]
+        self.block.terminate(f"br label %{joined.label}")
+        self.block = boxed
+        box = self.constrained_this(token, this)
+        handle = self.global_(info.symbol + "$handle", kind="method-handle", token=ins.operand)
+        owner = self.method_class(info.symbol, ins.operand)
+        callee = self.helper("CORINFO_HELP_VIRTUAL_FUNC_PTR", [f"ptr {box.op}", f"ptr {owner}", f"ptr {handle}"])
+        result = self.emit_call(callee, box, args, info.params, ret_sig, direct=False)
+        sig = tr.ee.token_type(token)
+        if tr.ee.stack_kind(sig) is StackKind.VALUE:    # the struct's value, as the call left it in the box
+            self.store_heap(this.op, SV("vt", self.gep(box.op, OBJECT_HEADER_SIZE), sig), sig,
+                            lambda: self.global_(tr.ee.class_handle(token), kind="class", token=token))
+        results.append((result, self.block))
+        self.block.terminate(f"br label %{joined.label}")
+        self.block = joined
+        (first, first_end), (second, second_end) = results
+        if first is None:
+            return None
+        v = self.v("called")
+        self.emit(f"{v} = phi {first.ty} [ {first.op}, %{first_end.label} ], [ {second.op}, %{second_end.label} ]")
+        return SV(first.kind, v, first.sig)
 
     def constrained_this(self, token, this) -> SV:
         """`constrained. T callvirt M` with `this` a managed pointer (ECMA-335 III.2.1): a

@@ -223,6 +223,19 @@ class JitInfo:
     def init_class(self, field: int, method: int, context: int) -> int:
         return self.trapped("initClass", field, method, context, 0) & 0xFFFFFFFF
 
+    def resolve_virtual_method(self, method: int, cls: int, owner_class: int = 0) -> int:
+        """resolveVirtualMethod: the method `cls` runs for the virtual or interface method `method`
+        (0 when the runtime cannot say); `owner_class`: the exact owning type (a generic
+        interface's instantiation), passed as a class context."""
+        return self.trapped("resolveVirtualMethod", method, cls, (owner_class | 1) if owner_class else 0)
+
+    def unboxed_entry(self, method: int) -> tuple[int, bool]:
+        """getUnboxedEntry: (the method an unboxing stub wraps or 0, whether it takes a
+        MethodTable argument -- shared generic struct code)."""
+        needs = ctypes.c_bool(False)
+        value = self.trapped("getUnboxedEntry", method, ctypes.addressof(needs))
+        return value, bool(needs.value)
+
     def method_sync(self, method: int) -> tuple[int, int]:
         """getMethodSync: (the lock a synchronized static method takes or 0, indirection cell or 0)."""
         return self._with_indirection("getMethodSync", method)

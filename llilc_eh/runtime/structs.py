@@ -177,6 +177,7 @@ class CorInfoTokenKind(enum.IntEnum):
     Field = 0x04
     Ldtoken = 0x17
     Casting = 0x21
+    Constrained = 0x101      # the type a `constrained.` prefix names
     Newarr = 0x41
     NewObj = 0x202
 

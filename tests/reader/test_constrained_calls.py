@@ -77,3 +77,19 @@ def test_struct_is_boxed_and_copied_back(asm, target):
     # a struct holding a reference goes back with its reference through the barrier on linux-x64
     r = translate_checked(asm, "OnRefy", target)
     assert r.helper_calls.get("CORINFO_HELP_CHECKED_ASSIGN_REF", 0) == (1 if target is LINUX_X64 else 0)
+
+
+def test_linux_calls_a_value_types_own_method_directly_when_the_runtime_names_it(asm):
+    """linux-x64: a `constrained-entry` cell (T's own M, or null -- the installer asks the runtime,
+    resolveVirtualMethod + getUnboxedEntry) chooses between M called directly with the managed
+    pointer (ECMA-335 III.2.1; changes to `this` in place) and the boxed copy; win-x64 keeps the box."""
+    r = translate_checked(asm, "OnOwn", LINUX_X64)
+    entries = [e for e in r.externals.values() if e.kind == "constrained-entry"]
+    assert len(entries) == 1 and entries[0].cell and entries[0].constrained >> 24 in (0x01, 0x02), entries
+    m = re.search(r"%(own\d+) = icmp ne ptr %cell\d+, null\n\s*br i1 %\1, label %(\S+), label %(\S+)", r.module)
+    assert m, r.module
+    direct = r.module.split(f"\n{m.group(2)}:", 1)[1].split("\n\n", 1)[0].split("br label", 1)[0]
+    # the direct path: the cell's entry called with the managed pointer (the argument, %v1), no box
+    assert "CORINFO_HELP_BOX" not in direct and re.search(r"call x86_64_sysvcc ptr \(ptr\) %cell\d+\(ptr %v1\)", direct), direct
+    assert re.search(r"= phi ptr \[", r.module)
+    assert "constrained-entry" not in {e.kind for e in translate_checked(asm, "OnOwn", WIN_X64).externals.values()}

@@ -122,3 +122,28 @@ def test_framework_methods_the_audit_reaches(run_captured, real_code, monkeypatc
                                   only=FRAMEWORK + ["Program::Tokens", "Program::Pool"])
     assert {c["method"] for c in out.report["compiled"]} == set(FRAMEWORK) | {"Program::Tokens", "Program::Pool"}, \
         [d for d in out.report["declined"] if d["method"] in FRAMEWORK]
+
+
+@pytest.fixture(scope="module")
+def constrained(tmp_path_factory) -> Path:
+    from llilc_eh.check.toolchain import assemble
+    return assemble(PROGRAMS_DIR / "constrained.il", tmp_path_factory.mktemp("constrained"))
+
+
+@pytest.mark.parametrize("opt", [0, 2])
+def test_constrained_calls_as_ecma_says(run_captured, constrained, opt):
+    """constrained.il: a value type's own method is called with the managed pointer -- its
+    changes to `this` stay when it then throws (N=3; a boxed copy gave N=2) -- one without
+    its own method, a primitive, an enum and a reference type (a null one throws inside the
+    try) as RyuJIT runs them."""
+    oracle, out = _same_as_ryujit(run_captured, constrained, opt=opt)
+    assert oracle.stdout.startswith("bump failed N=3 Own(3)\n")
+    assert "Plain 42 Green text\nfinally\nnull string" in oracle.stdout
+    assert {c["method"] for c in out.report["compiled"]} == {"Program::Mutations", "Program::Others"}
+
+
+def test_constrained_negative_control_boxes_every_call(run_captured, constrained):
+    """The same code with every constrained-entry cell null (the box path taken): the mutation
+    made before the throw is lost with the boxed copy -- the program says N=2."""
+    out = run_captured(constrained, damage="constrained-boxed")
+    assert out.stdout.decode().startswith("bump failed N=2 Own(2)\n"), out.stdout.decode()
