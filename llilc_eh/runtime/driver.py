@@ -110,6 +110,7 @@ def build_report(events: list[dict], config: RunConfig, exit_code: int) -> dict:
                                        "jitee", "return_kind", "psp_slot", "frame_register", "gc_info")}
                 for e in events if e.get("event") == "compiled"]
     declined = [{"method": e.get("method"), "reason": e.get("reason"),
+                 **({"instantiation": e["instantiation"]} if e.get("instantiation") else {}),
                  **({"traceback": e["traceback"]} if e.get("traceback") else {})}
                 for e in events if e.get("event") == "declined"]
     # the alt JIT could not start Python: nothing was compiled by us, and that is a failure
@@ -187,7 +188,7 @@ def summary(report: dict) -> str:
         lines.append(f"  compiled  {m.get('instantiation') or m['method']}  {m['code_bytes']} bytes, {m['clauses']} clause(s), "
                      f"{m['funclets']} funclet(s), {m['jit_ms']:.1f} ms")
     for m in ([] if report.get("all_eh") else d):     # --all-eh: by reason above; each in --report
-        lines.append(f"  declined  {m['method']}: {m['reason']}")
+        lines.append(f"  declined  {m.get('instantiation') or m['method']}: {m['reason']}")
     lines.extend(exception_lines(report))
     if "jitee" in report:
         differ = [a for a in report["jitee"] if a["agree"] is False]

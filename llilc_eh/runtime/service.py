@@ -128,12 +128,12 @@ class Service:
         except Declined as e:
             name = name or e.method
             self.record({"event": "declined", "method": name or self._runtime_name(jit, info),
-                         "reason": str(e)})
+                         "reason": str(e), **_instantiation(jit)})
             return CORJIT_SKIPPED
         except BaseException as e:     # noqa: BLE001 -- anything at all is one method's decline
             reason = f"internal error: {type(e).__name__}: {e}"
             self.record({"event": "declined", "method": name or self._runtime_name(jit, info),
-                         "reason": reason, "traceback": traceback.format_exc(limit=8)})
+                         "reason": reason, "traceback": traceback.format_exc(limit=8), **_instantiation(jit)})
             return CORJIT_SKIPPED
         result["jit_ms"] = round((time.perf_counter() - started) * 1000, 3)
         self.record({"event": "compiled", **result})
@@ -279,6 +279,13 @@ class Service:
             from ..backend.codegen import CodegenPool
             self._pool = CodegenPool(1)
         return self._pool
+
+
+def _instantiation(jit: JitInfo) -> dict:
+    """{"instantiation": `Pair`1<int32>::Pick`} when the declined method is an exact instantiation
+    (install.py names it on the call's JitInfo once known, runtime/instantiation.py), else {}."""
+    name = getattr(jit, "instantiation", None)
+    return {"instantiation": name} if name else {}
 
 
 _SERVICE: Service | None = None
