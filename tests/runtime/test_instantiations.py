@@ -20,6 +20,7 @@ import pytest
 from llilc_eh.check.toolchain import compile_cs, run_on_coreclr
 
 PROGRAM = Path(__file__).resolve().parent / "programs" / "instantiations.cs"
+LINQ = Path(__file__).resolve().parent / "programs" / "instantiations_linq.cs"
 #: every exact instantiation of the program's own generic code the runtime asks for
 INSTANTIATIONS = {
     "Pair`1<int32>::Pick", "Pair`1<int64>::Pick", "Pair`1<uint8>::Pick", "Pair`1<Measure>::Pick",
@@ -100,3 +101,38 @@ def test_negative_control_wrong_binding_changes_the_output(program, run_captured
     # measured: Pair<int>'s B and Tag read at int64's offsets 8 and 16 (Tag's bytes, or beyond
     # the 12-byte struct: "Pick: 3 7", or a negative tag caught), then a crash (SIGSEGV)
     assert "Pick: 3 4 -6 201 20u2\n" not in text
+
+
+#: framework instantiations the LINQ program reaches (measured), among them iterators' MoveNext
+#: and Dispose, HashSet<int32> and SortedSet<float64>, one over the program's struct
+LINQ_INSTANTIATIONS = {
+    "System.Linq.Enumerable::Sum<int32>", "System.Linq.Enumerable::Max<Point>",
+    "System.Linq.Enumerable::ToDictionary<int32,int32,float64>", "System.Linq.Enumerable::Aggregate<int32,int32>",
+    "System.Linq.Enumerable/<ZipIterator>d__243`3<int32,int64,int64>::MoveNext",
+    "System.Linq.Enumerable/<ZipIterator>d__243`3<int32,int64,int64>::System.IDisposable.Dispose",
+    "System.Linq.Enumerable/<ExceptIterator>d__80`1<int32>::MoveNext", "System.Linq.Set`1<int32>::UnionWith",
+    "System.Collections.Generic.HashSet`1<int32>::SymmetricExceptWithEnumerable",
+    "System.Collections.Generic.SortedSet`1<float64>::IntersectWithEnumerable", "System.String::JoinCore<Point>",
+}
+#: the exact instantiations whose finally ran while a selector's exception unwound through them
+UNWOUND = {f"System.Linq.Enumerable{n}" for n in ("::Sum", "::All", "::Single", "::ToDictionary", "::Aggregate",
+                                                   "/SelectEnumerableIterator`2::ToList")}
+
+
+def test_framework_generics_over_value_types_with_exceptions_through_them(tmp_path, run_captured, monkeypatch):
+    """Under --all-eh the framework's generic code over int/long/double/a struct is ours, and an
+    exception thrown by a selector unwinds through it: each of those frames runs its finally
+    (the enumerator's Dispose), counted by the runtime's exception events (events.py)."""
+    exe = compile_cs(LINQ, tmp_path / "instantiations_linq.exe", "-optimize+")
+    monkeypatch.setenv("COMPlus_ReadyToRun", "0")          # the oracle JIT-compiles the framework too
+    monkeypatch.setenv("COMPlus_TieredCompilation", "0")
+    oracle = run_on_coreclr(exe)
+    assert oracle.returncode == 0 and "Sum throws: ArgumentOutOfRangeException (disposed 2)" in oracle.stdout
+    out = run_captured(exe, all_eh=True)
+    assert out.stdout.decode() == oracle.stdout, out.stderr.decode()[-3000:]
+    compiled = _compiled(out.report)
+    assert LINQ_INSTANTIATIONS <= set(compiled), sorted(compiled)
+    exceptions = out.report["exceptions"]
+    finallies = {m["method"].split("!")[1] for m in exceptions["by_method"] if m["finally"]}   # ASSEMBLY!Ns.Type::Name
+    assert UNWOUND <= finallies, exceptions["by_method"]
+    assert exceptions["handlers_ours"]["finally"] >= len(UNWOUND)
