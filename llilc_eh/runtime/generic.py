@@ -66,8 +66,9 @@ def shared_instantiation(jit, info):
     AwaitUnsafeOnCompleted<TaskAwaiter, SM> is one body for every TResult, with a TaskAwaiter
     (a struct) as its !!0 -- read as an object reference, its `constrained. !!0 callvirt` went
     to the awaiter's Task (EntryPointNotFoundException, found by the concurrency workload).
-    None when the method and its type have no type arguments. Declined (instantiation.type_arg)
-    where a value-type argument holds `__Canon` itself (KeyValuePair<__Canon,int>)."""
+    None when the method and its type have no type arguments. A value-type argument holding
+    `__Canon` itself (TaskAwaiter<__Canon>, KeyValuePair<__Canon,int>) is bound with __Canon an
+    object reference too (instantiation.type_arg, `shared`): its layout is every instantiation's."""
     import ctypes
 
     from .instantiation import Instantiation, TypeArg, sig_instantiation, type_arg
@@ -81,7 +82,7 @@ def shared_instantiation(jit, info):
         name = ctypes.string_at(address).decode("utf-8", "replace") if address else ""
         if name == "__Canon" or (cls and not jit.is_value_class(cls)):
             return TypeArg("class", namespace=(name_space.value or b"").decode("utf-8", "replace"), name=name)
-        return type_arg(jit, cls)
+        return type_arg(jit, cls, shared=True)
     return Instantiation(tuple(arg(c) for c in classes), tuple(arg(m) for m in methods))
 
 

@@ -125,7 +125,7 @@ def _string(jit, address: int) -> str:
     return ctypes.string_at(address).decode("utf-8", "replace") if address else ""
 
 
-def type_arg(jit, cls: int, depth: int = 0) -> TypeArg:
+def type_arg(jit, cls: int, depth: int = 0, shared: bool = False) -> TypeArg:
     """The TypeArg of a class handle of an instantiation (module docstring); Declined for
     `__Canon` (shared code) and what cannot be named."""
     if not cls:
@@ -137,22 +137,24 @@ def type_arg(jit, cls: int, depth: int = 0) -> TypeArg:
     name = _string(jit, jit.trapped("getClassNameFromMetadata", cls, ctypes.addressof(ns_out)))
     namespace = (ns_out.value or b"").decode("utf-8", "replace")
     if name == "__Canon":
+        if shared:      # shared code's canonical instantiation (generic.shared_instantiation)
+            return TypeArg("class", name="__Canon")
         raise Declined("code shared between generic instantiations")
     if corinfo in _PRIMITIVES:
         return TypeArg("primitive", _PRIMITIVES[corinfo])
     if corinfo in (_CORINFO_TYPE_CLASS, _CORINFO_TYPE_STRING):
         # an object reference; its own arguments may still be __Canon (shared code)
         return TypeArg("class", namespace=namespace, name=name,
-                       args=_instantiation_args(jit, cls, depth))
+                       args=_instantiation_args(jit, cls, depth, shared))
     if corinfo != _CORINFO_TYPE_VALUECLASS:
         raise Declined(f"{INSTANCE_REASON}: type argument {namespace}.{name} is CorInfoType {corinfo:#x}")
     module = jit.trapped("getClassModule", cls)
     assembly = jit.assembly_name(jit.module_assembly(module))
     return TypeArg("valuetype", assembly=assembly, namespace=namespace, name=name,
-                   args=_instantiation_args(jit, cls, depth))
+                   args=_instantiation_args(jit, cls, depth, shared))
 
 
-def _instantiation_args(jit, cls: int, depth: int) -> tuple[TypeArg, ...]:
+def _instantiation_args(jit, cls: int, depth: int, shared: bool = False) -> tuple[TypeArg, ...]:
     """A generic class's own arguments, by getTypeInstantiationArgument until it gives none
     (the count is its name's arity, `Name`N`)."""
     ns_out = ctypes.c_char_p()
@@ -160,7 +162,7 @@ def _instantiation_args(jit, cls: int, depth: int) -> tuple[TypeArg, ...]:
     _, tick, arity = name.rpartition("`")
     if not tick or not arity.isdigit():
         return ()
-    return tuple(type_arg(jit, jit.trapped("getTypeInstantiationArgument", cls, i), depth + 1)
+    return tuple(type_arg(jit, jit.trapped("getTypeInstantiationArgument", cls, i), depth + 1, shared)
                  for i in range(int(arity)))
 
 

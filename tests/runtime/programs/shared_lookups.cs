@@ -6,7 +6,8 @@
 //   Holder<T>.Describe       an instance method of a generic class: `this`
 //   Pair<T>.Show             a generic struct's method: the hidden MethodTable argument
 //   Guard<E>.Run / RunStatic catch (E) through `this` / the MethodTable the GC info reports
-//   Lookups.Mixed<T,V>       shared in T, exact in a value type V (int, long, a 16-byte struct)
+//   Lookups.Mixed<T,V>       shared in T, exact in a value type V (int, long, a 16-byte struct,
+//                            KeyValuePair<string,int>: itself shared, KeyValuePair<__Canon,int>)
 // Uses: typeof(T), typeof(T[]), typeof(List<T>), new List<T>, new T[n], castclass/isinst T,
 // unbox.any T, calls into Holder<T> (static: its class looked up; generic method: its
 // MethodDesc looked up), static fields of Holder<T>, a struct enumerator of List<T>, a
@@ -293,6 +294,7 @@ static class Lookups
         Console.WriteLine(Mixed<string, Measure>("m", new Measure { Count = 3, Weight = 1.5 }));
         Console.WriteLine(Mixed<Version, long>(new Version(1, 0), 123456L));
         Console.WriteLine(Mixed<Exception, Measure>(new Exception(), new Measure { Count = 12345, Weight = -2 }));
+        Console.WriteLine(Mixed<string, KeyValuePair<string, int>>("kv", new KeyValuePair<string, int>("key", 5)));
         for (int n = 0; n < 3; n++)
         {
             Console.WriteLine(new Guard<FormatException>("format guard").Run(n));
