@@ -66,6 +66,8 @@ def opcode(line: str) -> str:
     `call helper` for CORINFO_HELP_*, `call method` otherwise)."""
     m = _OPCODE.match(line)
     op = m.group(1) if m else "?"
+    if op == "call" and " asm " in line:
+        return "call asm (call-site marker)"
     if op in ("call", "invoke"):
         c = _CALLEE.search(line.split("(", 1)[0] if "@" in line.split("(", 1)[0] else line)
         name = (c.group(1) or c.group(2)) if c else ""

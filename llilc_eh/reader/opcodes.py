@@ -76,6 +76,7 @@ from ..il.opcodes import OPCODES, Flow, OperandKind
 from .externals import External
 from .lookup import REFUSED as LOOKUP_REFUSED, call_inst_param, generic_static_address, shared_handle
 from .helpers import IMPLICIT_CHECKS
+from .nonnull import NonNullFacts
 from .types import (
     ARRAY_LENGTH_OFFSET,
     OBJECT_HEADER_SIZE,
@@ -142,6 +143,13 @@ class BlockTranslator:
         self.prefix_constrained = None
         self.prefix_volatile = False       # `volatile.` before the current instruction
         self.prefix_unaligned: int | None = None   # `unaligned. N` before it: N
+        # What `null_check` need not check again in this block (see there): operands known
+        # not to be null, and the variables (their slots) whose current value is known not to be.
+        self.facts = _nonnull_facts(tr)
+        self.nonnull: set[str] = set()
+        self.nonnull_slots: set[str] = self.facts.entry_slots(ctx, il_block)
+        self.loaded_from: dict[str, tuple[str, int]] = {}   # operand -> (slot, its store count then)
+        self.slot_stores: dict[str, int] = {}
 
     # -- small helpers ----------------------------------------------------------------------
 
@@ -329,9 +337,31 @@ class BlockTranslator:
         self.block = self.tr.check(self.block, self.ctx, self.region, cond, helper, self.offset, what)
 
     def null_check(self, obj):
+        """NullReferenceException when `obj` is null, unless it is known not to be. Known, as
+        RyuJIT 3.1 knows it (valuenumfuncs.h, VNFOA_KnownNonNull; assertion propagation after a
+        check): what newobj, newarr, box, unbox and ldstr produced, the address of a local, of a
+        static or of a field or element (of an object already checked), and a value this block
+        already checked -- the same operand, or a later load of the same variable with no store
+        to it in between (`local_access`; a variable whose address is taken, or any variable of a
+        method with a filter, which may store into the parent's frame, is not followed). Only
+        within one IL block (the check dominates the rest of it), and across blocks for a
+        variable never stored (reader/nonnull.py). `this` is not assumed non-null (RyuJIT does
+        not either: a `call` may pass null)."""
+        if obj in self.nonnull:
+            return
         c = self.v("isnull")
         self.emit(f"{c} = icmp eq ptr {obj}, null")
         self.check(c, "null-deref", "nullref")
+        self.known(obj)
+
+    def known(self, op):
+        """`op` is not null from here to the end of the block (and neither is the variable it
+        was loaded from, while nothing stores into it); returns `op`."""
+        self.nonnull.add(op)
+        origin = self.loaded_from.get(op)
+        if origin is not None and self.slot_stores.get(origin[0], 0) == origin[1]:
+            self.nonnull_slots.add(origin[0])
+        return op
 
     # -- the walk ----------------------------------------------------------------------------
 
@@ -405,11 +435,21 @@ class BlockTranslator:
             raise tr.fail(f"{which} {index} does not exist", ins.offset, "bad-local")
         addr = tr.slot(self.ctx, self.block, which, index)
         if access == "address":
-            self.push("byref", addr)
+            self.push("byref", self.known(addr))
         elif access == "load":
             self.load_typed(addr, sigs[index], infos[index])
+            if self.facts.tracked(self.ctx, (which, index)):
+                op = self.stack[-1].op
+                self.loaded_from[op] = (addr, self.slot_stores.get(addr, 0))
+                if addr in self.nonnull_slots:
+                    self.nonnull.add(op)
         else:
-            self.store_typed(addr, self.pop(ins.offset), infos[index])
+            sv = self.pop(ins.offset)
+            self.store_typed(addr, sv, infos[index])
+            self.slot_stores[addr] = self.slot_stores.get(addr, 0) + 1
+            self.nonnull_slots.discard(addr)
+            if sv.op in self.nonnull and self.facts.tracked(self.ctx, (which, index)):
+                self.nonnull_slots.add(addr)
 
     # -- arithmetic -------------------------------------------------------------------------------
 
@@ -932,7 +972,7 @@ class BlockTranslator:
             self.emit(f"{v} = load ptr, ptr {this.op}")
             return SV("obj", v)
         cls = self.global_(tr.ee.class_handle(token), kind="class", token=token)
-        return SV("obj", self.helper("CORINFO_HELP_BOX", [f"ptr {cls}", f"ptr {this.op}"]), "boxed")
+        return SV("obj", self.known(self.helper("CORINFO_HELP_BOX", [f"ptr {cls}", f"ptr {this.op}"])), "boxed")
 
     def calli(self, ins):
         sig = self.tr.asm.names.standalone_signature(ins.operand)
@@ -1122,7 +1162,7 @@ class BlockTranslator:
             self.memset(tmp, size)
             return SV("byref", tmp, owner)
         cls = self.global_(tr.ee.class_handle(info.owner_token), kind="class", token=info.owner_token)
-        obj = self.helper("CORINFO_HELP_NEWSFAST", [f"ptr {cls}"])
+        obj = self.known(self.helper("CORINFO_HELP_NEWSFAST", [f"ptr {cls}"]))
         return SV("obj", obj, owner)
 
     def field_address(self, ins, obj):
@@ -1206,7 +1246,8 @@ class BlockTranslator:
         obj = None if static else self.pop(ins.offset)
         addr, f = self.field_address(ins, obj) if not static else self.field_address(ins, None)
         if stem.endswith("a"):
-            self.push("byref", addr)
+            # a static's address, or a field's of an object checked just now (not of a byref)
+            self.push("byref", self.known(addr) if obj is None or obj.kind == "obj" else addr)
         else:
             self.load_sig(addr, f.type)
 
@@ -1222,7 +1263,7 @@ class BlockTranslator:
         g = self.global_(self.tr.ee.string_literal(ins.operand), "ptr", kind="string", token=ins.operand)
         v = self.v("str")
         self.emit(f"{v} = load ptr, ptr {g}")
-        self.push("obj", v)
+        self.push("obj", self.known(v))
 
     def ldnull(self, ins):
         self.push("obj", "null")
@@ -1246,7 +1287,7 @@ class BlockTranslator:
             addr = self.temp(storage)
             self.emit(f"store {storage} {self.narrow(sv, storage)}, ptr {addr}")
         cls = self.global_(self.tr.ee.class_handle(ins.operand), kind="class", token=ins.operand)
-        self.push("obj", self.helper("CORINFO_HELP_BOX", [f"ptr {cls}", f"ptr {addr}"]))
+        self.push("obj", self.known(self.helper("CORINFO_HELP_BOX", [f"ptr {cls}", f"ptr {addr}"])))
 
     def unbox(self, ins):
         obj = self.pop(ins.offset)
@@ -1255,7 +1296,7 @@ class BlockTranslator:
         if ins.op.name == "unbox.any" and self.tr.ee.stack_kind(sig) is StackKind.OBJ:
             self.push("obj", self.helper("CORINFO_HELP_CHKCASTANY", [f"ptr {cls}", f"ptr {obj.op}"]))
             return
-        addr = self.helper("CORINFO_HELP_UNBOX", [f"ptr {cls}", f"ptr {obj.op}"])
+        addr = self.known(self.helper("CORINFO_HELP_UNBOX", [f"ptr {cls}", f"ptr {obj.op}"]))
         if ins.op.name == "unbox":
             self.push("byref", addr)
         else:
@@ -1271,7 +1312,7 @@ class BlockTranslator:
             # value distinct from the element class a cast of the same token needs: its own cell
             symbol, kind = symbol + "[]", "array-class"
         cls = self.global_(symbol, kind=kind, token=ins.operand)
-        self.push("obj", self.helper("CORINFO_HELP_NEWARR_1_VC", [f"ptr {cls}", f"i64 {self.as_i64(n)}"]))
+        self.push("obj", self.known(self.helper("CORINFO_HELP_NEWARR_1_VC", [f"ptr {cls}", f"i64 {self.as_i64(n)}"])))
 
     def array_length(self, arr):
         self.null_check(arr)
@@ -1315,7 +1356,7 @@ class BlockTranslator:
         sig, elem = self.element_sig_of(ins, stem)
         size = self.tr.ee.size_and_align(sig)[0] if sig is not None else elem[3]
         if stem == "ldelema":
-            self.push("byref", self.element_address(arr, index, size, ins.offset))
+            self.push("byref", self.known(self.element_address(arr, index, size, ins.offset)))
             return
         addr = self.element_address(arr, index, size, ins.offset)
         if sig is not None:
@@ -1717,6 +1758,24 @@ _LOCAL_ACCESS = {stem: _local_access_form(stem) for fn, stem in _DISPATCH.values
                  if fn is BlockTranslator.local_access}
 
 
+
+def _variable_access(ins) -> tuple[str, int, str] | None:
+    """(arg | loc, index, address | load | store) of a variable-access instruction, else None."""
+    entry = _DISPATCH.get(ins.op.value)
+    if entry is None or entry[0] is not BlockTranslator.local_access:
+        return None
+    which, implied, access = _LOCAL_ACCESS[entry[1]]
+    return which, ins.operand if ins.operand is not None else implied, access
+
+
+def _nonnull_facts(tr) -> NonNullFacts:
+    """The method's NonNullFacts, made by the first block that asks."""
+    facts = getattr(tr, "nonnull_facts", None)
+    if facts is None:
+        facts = tr.nonnull_facts = NonNullFacts(tr, _variable_access)
+    return facts
+
+
 def varargs_cookie_home(tr) -> str | None:
     """The home slot of the compiled method's varargs cookie, None when it is not vararg.
 
@@ -1739,4 +1798,6 @@ def varargs_cookie_home(tr) -> str | None:
 
 
 def translate_block(tr, il_block, ctx, block, stack) -> None:
-    BlockTranslator(tr, il_block, ctx, block, stack).run()
+    bt = BlockTranslator(tr, il_block, ctx, block, stack)
+    bt.run()
+    bt.facts.record_exit(ctx, il_block, bt.nonnull_slots)   # what the blocks it dominates may take

@@ -165,6 +165,7 @@ class Translator:
         self.escaped: list[str] = []      # allocas the parent escapes for filters (index = position)
         self.escape_index: dict[str, int] = {}
         self.spill_slots: dict[tuple, str] = {}
+        self.throw_blocks: dict[tuple, Block] = {}   # (context, region, helper) -> its throw block (`check`)
 
     # -- errors ----------------------------------------------------------------------------
 
@@ -560,16 +561,13 @@ class Translator:
                 block.terminate("unreachable")
                 return block, result
             return block, result
-        cont = ctx.fn.new_block(f"IL_{offset:04x}.cont" + (f".{ctx.tag}" if ctx.tag != "m" else ""))
-        next_label = cont.label
-        if noreturn:
-            unr = ctx.fn.new_block("unreachable" + (f".{ctx.tag}" if ctx.tag != "m" else ""))
-            unr.terminate("unreachable")
-            next_label = unr.label
-        block.terminate(f"{lhs}invoke {cc}{callee_ty} {callee}({argtext}){bundle} to label %{next_label} "
-                        f"unwind label %{unwind}")
-        if noreturn:
+        if noreturn:   # its normal destination is unreachable, and nothing follows it
+            cont = ctx.fn.new_block("unreachable" + (f".{ctx.tag}" if ctx.tag != "m" else ""))
             cont.terminate("unreachable")
+        else:
+            cont = ctx.fn.new_block(f"IL_{offset:04x}.cont" + (f".{ctx.tag}" if ctx.tag != "m" else ""))
+        block.terminate(f"{lhs}invoke {cc}{callee_ty} {callee}({argtext}){bundle} to label %{cont.label} "
+                        f"unwind label %{unwind}")
         return cont, result
 
     def helper(self, block: Block, ctx: Context, region: Region, name: str, args: list[str], offset: int):
@@ -581,14 +579,25 @@ class Translator:
 
     def check(self, block: Block, ctx: Context, region: Region, cond: str, helper_name: str, offset: int,
               what: str) -> Block:
-        """Branch to a cold block calling a noreturn throw helper when `cond` (i1) holds."""
+        """Branch to a cold block calling a noreturn throw helper when `cond` (i1) holds.
+
+        One such block per context, region and helper, shared by every check there, as RyuJIT
+        makes one throw-helper block per kind and EH region (flowgraph.cpp, fgAddCodeRef): the
+        exception is the same from any of them -- the helper takes no argument, the region
+        decides the dispatch -- and the reader writes one call (and one call-site marker, which
+        would keep LLVM from merging identical blocks) instead of one per check. Its call site
+        carries the IL offset of the first check (the same innermost region as the others)."""
         suffix = f".{ctx.tag}" if ctx.tag != "m" else ""
-        cold = ctx.fn.new_block(f"IL_{offset:04x}.{what}{suffix}", comment=f"throws via {helper_name}")
+        key = (ctx.tag, region.index, helper_name)
+        cold = self.throw_blocks.get(key)
+        if cold is None:
+            cold = self.throw_blocks[key] = ctx.fn.new_block(f"IL_{offset:04x}.{what}{suffix}",
+                                                             comment=f"throws via {helper_name}")
+            end, _ = self.helper(cold, ctx, region, helper_name, [], offset)
+            if not end.terminated:
+                end.terminate("unreachable")
         ok = ctx.fn.new_block(f"IL_{offset:04x}.ok{suffix}")
         block.terminate(f"br i1 {cond}, label %{cold.label}, label %{ok.label}, !prof !0")
-        end, _ = self.helper(cold, ctx, region, helper_name, [], offset)
-        if not end.terminated:
-            end.terminate("unreachable")
         return ok
 
     # -- module ----------------------------------------------------------------------------
