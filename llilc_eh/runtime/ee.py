@@ -157,7 +157,7 @@ class RuntimeJitEE(JitEEInterface):
     # -- types -----------------------------------------------------------------------------------
 
     def type_info(self, sig: TypeSig):
-        from ..reader.jitee import StackKind
+        from ..reader.types import StackKind
         md = self.metadata.type_info(sig)
         token = self._type_token(sig)
         if token is None or md.stack_kind is None:

@@ -58,7 +58,7 @@ from .structs import CORINFO_FLG_JIT_INTRINSIC, CORINFO_FLG_SHAREDINST, CorInfoT
 IMAGE_REL_BASED_REL32 = 0x10          # corinfo.h: recordRelocation's rel32 (jump stub if out of range)
 PVALUE_STUB = bytes.fromhex("48b8") + bytes(8) + bytes.fromhex("ff20")   # mov rax, imm64; jmp [rax]
 STUB_ALIGN = 16
-DAMAGES = ("try-end-short", "no-monitor-clause", "jitee-field-offset", "metadata-field-offset", "no-generic-context",
+DAMAGES = ("try-end-short", "no-monitor-clause", "constrained-boxed", "jitee-field-offset", "metadata-field-offset", "no-generic-context",
            "instantiation-int64", "lookup-offset")
 _REL32_EXTRA = {RelocationType.REL32: 0, RelocationType.REL32_1: 1, RelocationType.REL32_2: 2,
                 RelocationType.REL32_3: 3, RelocationType.REL32_4: 4, RelocationType.REL32_5: 5}
@@ -120,6 +120,8 @@ def compile_and_install(service, jit: JitInfo, info, asm_name: str, token: int, 
         answers = compare_answers(jit, info, run, pipeline.ee, service.config.damage)
         service.record({"event": "jitee", "method": name, "answers": answers})
     values, calls = resolve_externals(jit, info, run, service.method_il)
+    if service.config.damage == "constrained-boxed":      # a negative control: every constrained call boxes
+        values = {s: 0 if run.reader.externals[s].kind == "constrained-entry" else v for s, v in values.items()}
     layout = lay_out(run, values, calls)
     clause_bytes = damaged(run.clause_bytes, service.config.damage)
     context = context_slot(run, generic_context) if shared and service.config.damage != "no-generic-context" \
@@ -334,6 +336,8 @@ def _cell_value(jit: JitInfo, info, ext) -> int:
         if not value:
             raise Declined(f"{what} 0x{ext.token:08X}: {api} gave an indirection")
         return value
+    if kind == "constrained-entry":
+        return _constrained_entry(jit, info, ext)
     if kind == "method-sync":
         # a synchronized static method's lock: getMethodSync of the method itself (as RyuJIT's
         # fgGetCritSectOfStaticMethod), the monitor of its class's type object
@@ -350,6 +354,28 @@ def _cell_value(jit: JitInfo, info, ext) -> int:
             raise Declined(f"ldftn 0x{ext.token:08X}: {access.name}")
         return addr
     raise Declined(f"external {ext} ({kind}) is not installed yet")
+
+
+def _constrained_entry(jit: JitInfo, info, ext) -> int:
+    """`constrained. T callvirt M` on a value type T: the entry point of T's own M -- called with
+    the managed pointer as `this`, as ECMA-335 III.2.1 and RyuJIT (getCallInfo,
+    CORINFO_NO_THIS_TRANSFORM) -- or 0 when T has none (the code then boxes). T's own M is what
+    T's vtable holds for M (resolveVirtualMethod: an unboxing stub for a value type) unwrapped
+    (getUnboxedEntry); an inherited ValueType/Enum/Object method is no unboxing stub: 0. Shared
+    generic struct code that wants a MethodTable argument we do not pass: 0 as well (the box's
+    call goes through the stub, which passes it)."""
+    method = jit.resolve_token(info.scope, ext.token, CorInfoTokenKind.Method, context=info.ftn)
+    owner = jit.resolve_token(info.scope, ext.constrained, CorInfoTokenKind.Constrained, context=info.ftn)
+    impl = jit.resolve_virtual_method(method.hMethod, owner.hClass, method.hClass)
+    if not impl:
+        return 0
+    unboxed, needs_class = jit.unboxed_entry(impl)
+    if not unboxed or needs_class:
+        return 0
+    access, addr = jit.function_entry_point(unboxed)
+    if access is not InfoAccessType.IAT_VALUE or not addr:
+        raise Declined(f"entry point of the constrained call's own method 0x{ext.token:08X}: {access.name}")
+    return addr
 
 
 #: a [ThreadStatic] field's code (reader, linux-x64) calls the shared thread-static helper with
@@ -460,6 +486,8 @@ def damaged(clause_bytes: bytes, damage: str | None) -> bytes:
         # (compare.py's, ee.py's, gc_info's)
         return clause_bytes
     from ..clauses.generate import decode_clauses, encode_clauses
+    if damage == "constrained-boxed":       # (compile_and_install's: the constrained-entry cells)
+        return clause_bytes
     if damage == "no-monitor-clause":
         # a synchronized method's own fault (its handler the last of the table: the JIT's clause is
         # the least nested, clauses/synchronized.py) not installed: an exception leaving the
@@ -523,7 +551,8 @@ def return_kind(ee, token: int):
     value type returned through the buffer, anything else SCALAR."""
     from ..gcinfo import ReturnKind
     from ..reader.abi import MEMORY
-    from ..reader.jitee import StackKind, is_void
+    from ..reader.types import StackKind
+    from ..reader.typesys import is_void
     ret = ee.compiled_method(token & 0xFFFFFF).return_type
     if is_void(ret):
         return ReturnKind.SCALAR
