@@ -26,7 +26,10 @@ generates a second table in LLVM's own layout, the only layout LLVM's table desc
 Unwind records (`unwind_records`): one per final range, in the CLR's form (no language
 handler: the runtime finds the personality from the method, not from UNWIND_INFO) with the
 kind the JIT passes to `allocUnwindInfo` -- ROOT for the main body, HANDLER for a catch /
-finally / fault / filter-handler funclet, FILTER for a filter.
+finally / fault / filter-handler funclet, FILTER for a filter; then, when the image placed our
+stack probe routine, one for it (HANDLER, a frameless leaf: every IP the runtime may interrupt
+needs a RUNTIME_FUNCTION, backend.image "Unwind data"; CoreCLR 3.1's allocUnwindInfo tells only
+ROOT from the rest).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from .backend.codegen import CodegenPool, CodegenResult
 from .backend.coff import CoffObject
 from .backend.image import FinalImage, link_final_image
 from .backend.recover import RecoveredCode, recover
+from .backend.relink import PROBE_UNWIND
 from .backend.verify import ImageFinding
 from .check.dispatch import DispatchCheck, TypeOracle, check_ours
 from .clauses.differential import Differential, llvm_differential
@@ -77,7 +81,7 @@ class UnwindKind(enum.Enum):
 @dataclass(frozen=True)
 class UnwindRecord:
     kind: UnwindKind
-    funclet: int                 # model funclet index (0: the main body)
+    funclet: int | None          # model funclet index (0: the main body); None: our stack probe
     start: int                   # final image offsets of the range it covers
     end: int
     info: UnwindInfo             # CLR form
@@ -144,6 +148,9 @@ def unwind_records(image: FinalImage) -> list[UnwindRecord]:
         kind = UnwindKind.ROOT if r.funclet == 0 else \
             UnwindKind.FILTER if r.kind is FuncletKind.FILTER else UnwindKind.HANDLER
         out.append(UnwindRecord(kind, r.funclet, r.begin, r.end, r.unwind, r.unwind_synthesized))
+    if image.stack_probe is not None:
+        f = image.runtime_functions[len(image.ranges)]
+        out.append(UnwindRecord(UnwindKind.HANDLER, None, f.begin_rva, f.end_rva, PROBE_UNWIND, True))
     return out
 
 

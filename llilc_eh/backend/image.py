@@ -37,7 +37,16 @@ remaining relocations are the rel32 of calls (and tail jumps) only.
 Unwind data: each range's UNWIND_INFO in the CLR's form (`unwind.to_clr`); a frameless
 leaf filter, which LLVM gives no `.pdata`, gets an empty one (version 1, no codes);
 `runtime_functions` is the new `.pdata` (image offsets, unwind offsets into
-`unwind_data`).
+`unwind_data`). Our stack probe routine (`relink.place_stack_probe`), in no range, gets a
+RUNTIME_FUNCTION of its own after the ranges' (`relink.PROBE_UNWIND`: a leaf, RSP untouched, the
+return address at [RSP]). Why: the runtime suspends a thread for a GC by interrupting it
+wherever it runs; on Linux, at an IP of ours that is no safe point, CoreCLR 3.1 asks
+`IsIPInProlog`, which reads the UNWIND_INFO of the RUNTIME_FUNCTION holding the IP with only
+a debug assert that there is one (excep.cpp; `EEJitManager::LazyGetFunctionEntry` gives NULL
+outside every RUNTIME_FUNCTION). Without it a thread caught in the probe crashed the process
+(SIGSEGV in IsIPInProlog, measured: a 1 MB stackalloc in a loop beside GC.Collect; see
+docs/decisions.md). The runtime takes any RUNTIME_FUNCTION after the first for a funclet's
+and does not hijack a thread in a funclet: it retries the suspension later.
 
 Not handled (each a `BackendError` naming the field, never a silent guess): any other
 branch from one range into another (`funclet-split`: no range would hold all of a
@@ -129,7 +138,8 @@ class FinalImage:
     code: bytes
     main: CodeRange
     ranges: tuple[PlacedRange, ...]              # final order; ranges[0] is the main body
-    runtime_functions: tuple[RuntimeFunction, ...]   # the new .pdata: image offsets
+    runtime_functions: tuple[RuntimeFunction, ...]   # the new .pdata: image offsets, one per range in
+                                                     # order, then our stack probe's when placed
     unwind_data: bytes                           # CLR-form UNWIND_INFOs, runtime_functions point here
     filter_constants: FilterConstants | None
     relocations: tuple[ImageRelocation, ...] = ()
@@ -145,7 +155,8 @@ class FinalImage:
     _source: Source | None = field(default=None, repr=False, compare=False)
     cells: tuple[tuple[int, str], ...] = ()      # (final offset, symbol): 8-byte data cells in the read-only data
     target: str = DEFAULT_TARGET.name            # whose code (llilc_eh.target)
-    stack_probe: int | None = None               # offset of our stack probe routine (relink.STACK_PROBE_CODE), if placed
+    stack_probe: int | None = None               # offset of our stack probe routine (relink.STACK_PROBE_CODE), if placed;
+                                                 # its RUNTIME_FUNCTION is the last one
 
     # -- questions --------------------------------------------------------------------------
 
@@ -232,8 +243,8 @@ class FinalImage:
             lines.append(f"  the code of funclets {', '.join(map(str, gone))} runs in funclet {kept} "
                          f"(LLVM merged the cleanups)")
         if self.stack_probe is not None:
-            lines.append(f"  stack probe routine (ours, in no range): [{self.stack_probe:#06x}, "
-                         f"{self.stack_probe + len(relink.STACK_PROBE_CODE):#06x})")
+            lines.append(f"  stack probe routine (ours, in no range; a RUNTIME_FUNCTION of its own, a leaf): "
+                         f"[{self.stack_probe:#06x}, {self.stack_probe + len(relink.STACK_PROBE_CODE):#06x})")
         if self.cells:
             lines.append(f"  {len(self.cells)} data cell(s) at {self.cells[0][0]:#06x}..{self.cells[-1][0] + 8:#06x}")
         if self.filter_constants is not None:
@@ -280,7 +291,7 @@ def link_final_image(recovered: RecoveredCode, coff: CoffObject, model: FuncletM
             if r.symbol in cells:
                 raise BackendError(f"the read-only data at {r.offset:#x} holds the address of the cell "
                                    f"{r.symbol} (a table of cells): not supported", kind="relink")
-        ranges, runtime_functions, unwind_data = _unwind(recovered, model, pieces)
+        ranges, runtime_functions, unwind_data = _unwind(recovered, model, pieces, next(iter(probe.values()), None))
     except BackendError as e:
         raise e.with_method(parent)
     source = Source(source.text, source.relocations, source.frame_symbols, source.rodata_targets, tables,
@@ -299,7 +310,10 @@ def link_final_image(recovered: RecoveredCode, coff: CoffObject, model: FuncletM
 # Unwind data and .pdata of the final ranges
 
 
-def _unwind(recovered, model, pieces):
+def _unwind(recovered, model, pieces, probe: int | None = None):
+    """A PlacedRange per piece with its UNWIND_INFO in the CLR's form, then one RUNTIME_FUNCTION
+    per range; and one more for our stack probe routine when it is placed (`probe`), with
+    `relink.PROBE_UNWIND` (module docstring, "Unwind data")."""
     ranges, runtime, blob = [], [], bytearray()
     for p in pieces:
         fn = p.function
@@ -315,6 +329,11 @@ def _unwind(recovered, model, pieces):
         blob += encode_unwind_info(info)   # (memoised: a few prologs recur)
         blob += bytes(-len(blob) % 4)
         runtime.append(RuntimeFunction(p.start, p.end, at))
+    if probe is not None:
+        at = len(blob)
+        blob += encode_unwind_info(relink.PROBE_UNWIND)
+        blob += bytes(-len(blob) % 4)
+        runtime.append(RuntimeFunction(probe, probe + len(relink.STACK_PROBE_CODE), at))
     return tuple(ranges), tuple(runtime), bytes(blob)
 
 

@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING
 from ..assembly.native import CodeRange
 from ..errors import BackendError
 from ..funclets.model import FuncletKind, FuncletModel
+from ..unwind import UnwindInfo
 from . import x86
 from .coff import CoffObject, RelocationType, SectionFlags
 from .frame import FP_OFFSET_SUFFIX, PSP_SLOT_SUFFIX
@@ -311,12 +312,19 @@ STACK_PROBE_CODE = bytes.fromhex(
     "4d8512"            # last: test [r10], r10   touch the new RSP
     "c3")               # ret
 
+# Its UNWIND_INFO: a frameless leaf (version 1, no prolog, no codes): RSP never moves, the
+# return address stays at [RSP]. The image gives the routine a RUNTIME_FUNCTION of its own with
+# it, which the runtime needs to suspend a thread caught there (backend.image, "Unwind data").
+PROBE_UNWIND = UnwindInfo()
+
 
 def place_stack_probe(coff: CoffObject, pieces: list[Piece], code: bytearray, name: str | None) -> dict[str, int]:
     """Append STACK_PROBE_CODE after the last range (16-aligned, int3 before it) when the
     placed code calls `name` (the target's probe symbol); {name: its offset}, else {}. It
-    belongs to no range: a frameless leaf that never moves RSP, so an unwinder that finds
-    no RUNTIME_FUNCTION for it (a leaf) is right."""
+    belongs to no range (no funclet, no clause reaches it) but inside the code (the method's
+    code size and GC info cover it) and has a RUNTIME_FUNCTION of its own (`PROBE_UNWIND`):
+    an unwinder alone would take a leaf without one, but the runtime's GC suspension reads
+    the UNWIND_INFO of an interrupted IP (backend.image, "Unwind data")."""
     if not name:
         return {}
     text = coff.section(".text")
@@ -532,7 +540,7 @@ def fix_jump_tables(coff, pieces, rodata, rodata_offset, rodata_places, source):
 
 
 __all__ = [
-    "CELL_SIZE", "PADDING_BYTE", "REL32_BIAS", "STACK_PROBE_CODE", "Fixup", "ImageRelocation", "Piece", "Segment",
+    "CELL_SIZE", "PADDING_BYTE", "PROBE_UNWIND", "REL32_BIAS", "STACK_PROBE_CODE", "Fixup", "ImageRelocation", "Piece", "Segment",
     "SourceBuilder", "copy", "fix_jump_tables", "fix_references", "inline_addend", "lay_out", "locate",
     "place_cells", "place_read_only_data", "place_stack_probe", "stray_tails",
 ]

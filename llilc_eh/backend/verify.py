@@ -6,9 +6,9 @@ instruction against the object's -- same length and bytes, relative fields aside
 every relative field, relocation, cell, frame constant and jump-table entry against where
 its original target went (`relink.locate`, over the ranges' segments as the image records
 them); then the ranges (in order, disjoint, main body first, made of their segments), the
-entry thunks, `.pdata` and the unwind data (decoded again). It reuses of the relink only
-its record (`Source`: the object's relocations and the instructions the link decoded, so
-an object is not decoded twice) and the offset map. A transformation with one verify step
+entry thunks, `.pdata` and the unwind data (decoded again), our stack probe's included. It
+reuses of the relink only its record (`Source`: the object's relocations and the
+instructions the link decoded, so an object is not decoded twice) and the offset map. A transformation with one verify step
 at its end, as LLVM's WinEHPrepare has (STYLE.md).
 
 Findings are values (`ImageFinding`: rule, offset, detail), never exceptions: the pipeline
@@ -28,7 +28,7 @@ from ..unwind import decode_unwind_info
 from . import x86
 from .coff import RelocationType
 from .recover import CodeFunction
-from .relink import REL32_BIAS, Piece, Segment, inline_addend, locate
+from .relink import PROBE_UNWIND, REL32_BIAS, STACK_PROBE_CODE, Piece, Segment, inline_addend, locate
 
 if TYPE_CHECKING:
     from .image import FinalImage
@@ -143,9 +143,21 @@ def verify_image(image: FinalImage) -> list[ImageFinding]:
             decoded = e
         if decoded != r.unwind:
             out.append(ImageFinding("unwind", r.begin, "the unwind data does not decode to the range's UNWIND_INFO"))
-    if len(image.runtime_functions) != len(image.ranges):
+    # then our stack probe's RUNTIME_FUNCTION, a leaf: the runtime needs one for every IP it
+    # may interrupt (backend.image, "Unwind data")
+    probe = () if image.stack_probe is None else ((image.stack_probe, image.stack_probe + len(STACK_PROBE_CODE)),)
+    for (begin, end), f in zip(probe, image.runtime_functions[len(image.ranges):]):
+        if (f.begin_rva, f.end_rva) != (begin, end):
+            out.append(ImageFinding("pdata", begin, f"RUNTIME_FUNCTION {f} for the stack probe [{begin:#x}, {end:#x})"))
+        try:
+            decoded = decode_unwind_info(image.unwind_data, f.unwind_rva)
+        except LlilcEhError as e:
+            decoded = e
+        if decoded != PROBE_UNWIND:
+            out.append(ImageFinding("unwind", begin, "the stack probe's unwind data is not a frameless leaf's"))
+    if len(image.runtime_functions) != len(image.ranges) + len(probe):
         out.append(ImageFinding("pdata", 0, f"{len(image.runtime_functions)} RUNTIME_FUNCTIONs for "
-                                f"{len(image.ranges)} ranges"))
+                                f"{len(image.ranges)} ranges" + (" and the stack probe" if probe else "")))
     return out
 
 

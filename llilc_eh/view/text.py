@@ -315,8 +315,9 @@ def unwind(view: MethodView) -> str:
         r = view.ranges[n] if n < len(view.ranges) else None
         info = rec.info
         data = rec.data
-        offset = r.unwind_offset if r is not None else 0
-        where = f"range {n} {r.kind.value} f{rec.funclet}" if r is not None else f"funclet {rec.funclet}"
+        offset = r.unwind_offset if r is not None else view.image.runtime_functions[n].unwind_rva
+        where = (f"range {n} {r.kind.value} f{rec.funclet}" if r is not None else
+                 "stack probe" if rec.funclet is None else f"funclet {rec.funclet}")
         lines.append(f"{where}: {rec.kind.value:<8} [{rec.start:#06x}, {rec.end:#06x})  unwind.bin "
                      f"+{offset:#06x}, {len(data)} bytes" + ("  (synthesized: a frameless leaf)"
                                                            if rec.synthesized else ""))

@@ -2,7 +2,9 @@
 LLVM's prologs and dynamic allocas call with the size in RAX (`"probe-stack"` names it; on the
 Windows triple LLVM does no inline probing and calls whatever the attribute names, measured
 with "inline-asm"). The final image places it after the code when a range calls it; the
-calls reach it, nothing names it any more, verify() is clean; win-x64 places nothing."""
+calls reach it, nothing names it any more, it has a RUNTIME_FUNCTION of its own (a leaf:
+tests/target/test_probe_suspension.py runs a thread the GC suspends there), verify() is clean;
+win-x64 places nothing."""
 
 from __future__ import annotations
 
@@ -111,3 +113,57 @@ def test_win_x64_keeps_chkstk(frame_runs):
         with_chkstk = {run.name.split()[-1] for run in runs if any(r.symbol == "__chkstk" for r in run.image.relocations)}
         # (at O2 LLVM deletes both frames: nothing reads them on win-x64, where zeroing is no call)
         assert with_chkstk == ({"P::Frame", "P::Alloc"} if opt == 0 else set()), with_chkstk
+
+
+def _uncovered(image) -> list[int]:
+    """Offsets of the code's bytes that no RUNTIME_FUNCTION holds and are not int3 padding:
+    code the runtime could interrupt without finding its UNWIND_INFO."""
+    covered = bytearray(len(image.code))
+    for f in image.runtime_functions:
+        covered[f.begin_rva:f.end_rva] = b"\x01" * (f.end_rva - f.begin_rva)
+    return [n for n, (c, b) in enumerate(zip(covered, image.code)) if not c and b != 0xCC]
+
+
+@pytest.mark.parametrize("opt", (0, 2))
+def test_the_probe_has_a_runtime_function_of_its_own(frame_runs, opt):
+    """Every byte of code the runtime may interrupt lies in a RUNTIME_FUNCTION: the ranges and,
+    after theirs, our probe's -- a frameless leaf -- which the installer reports with the rest
+    (`MethodRun.unwind_records`, HANDLER: not the root)."""
+    from llilc_eh.backend.relink import PROBE_UNWIND
+    from llilc_eh.pipeline import UnwindKind
+    from llilc_eh.unwind import decode_unwind_info, encode_unwind_info
+    for run in frame_runs[("linux-x64", opt)]:
+        image = run.image
+        assert len(image.runtime_functions) == len(image.ranges) + 1, run.name
+        probe = image.runtime_functions[-1]
+        assert (probe.begin_rva, probe.end_rva) == (image.stack_probe, image.stack_probe + 32)
+        info = decode_unwind_info(image.unwind_data, probe.unwind_rva)
+        assert info == PROBE_UNWIND and info.version == 1 and info.prolog_size == 0 and not info.codes \
+            and info.frame_register == 0
+        assert _uncovered(image) == [], run.name
+        records = run.unwind_records()
+        assert [r.kind for r in records[:-1]] == [UnwindKind.ROOT] + [UnwindKind.HANDLER] * (len(records) - 2)
+        last = records[-1]
+        assert (last.kind, last.funclet, last.start, last.end) == (UnwindKind.HANDLER, None, probe.begin_rva,
+                                                                  probe.end_rva)
+        assert last.data == encode_unwind_info(PROBE_UNWIND)
+        assert image.verify() == []
+
+
+def test_control_an_image_without_the_probes_runtime_function_is_caught(frame_runs):
+    """Negative controls: the probe's RUNTIME_FUNCTION dropped -- bytes of code no
+    RUNTIME_FUNCTION holds, and verify() says so; pointed at the main body's UNWIND_INFO (not a
+    leaf's) -- verify() says so."""
+    import dataclasses
+
+    from llilc_eh.unwind import RuntimeFunction
+    run = frame_runs[("linux-x64", 0)][0]
+    image = run.image
+    dropped = dataclasses.replace(image, runtime_functions=image.runtime_functions[:-1], _source=image._source)
+    assert _uncovered(dropped) == list(range(image.stack_probe, image.stack_probe + 32))
+    assert [f.rule for f in dropped.verify()] == ["pdata"]
+    probe = image.runtime_functions[-1]
+    wrong = RuntimeFunction(probe.begin_rva, probe.end_rva, image.runtime_functions[0].unwind_rva)
+    misread = dataclasses.replace(image, runtime_functions=image.runtime_functions[:-1] + (wrong,),
+                                  _source=image._source)
+    assert [f.rule for f in misread.verify()] == ["unwind"]
