@@ -8,8 +8,8 @@ its original target went (`relink.locate`, over the ranges' segments as the imag
 them); then the ranges (in order, disjoint, main body first, made of their segments), the
 entry thunks, `.pdata` and the unwind data (decoded again), our stack probe's included. It
 reuses of the relink only its record (`Source`: the object's relocations and the
-instructions the link decoded, so an object is not decoded twice) and the offset map. A transformation with one verify step
-at its end, as LLVM's WinEHPrepare has (STYLE.md).
+instructions the link decoded, so an object is not decoded twice) and the offset map. A
+transformation with one verify step at its end, as LLVM's WinEHPrepare has (STYLE.md).
 
 Findings are values (`ImageFinding`: rule, offset, detail), never exceptions: the pipeline
 records them beside the image (`MethodRun.image_findings`), and a method with any is not
