@@ -324,8 +324,9 @@ def add_parser(sub) -> None:
                        "llilc-eh, everything else by RyuJIT. The program's output and exit code pass through; "
                        "the summary follows on stderr. Options go before the program, the rest is the program's.")
     p.add_argument("--methods", action="append", metavar="GLOB",
-                   help="compile the methods whose Ns.Type::Name matches GLOB (repeatable; default: every "
-                        "method with EH of the program's own assembly)")
+                   help="compile the methods whose Ns.Type::Name matches GLOB, or whose exact generic "
+                        "instantiation does ('Pair`1<int32>::*', 'Program::M<float64>'; repeatable; default: "
+                        "every method with EH of the program's own assembly)")
     p.add_argument("--opt", type=int, choices=(0, 1, 2, 3), default=2, help="LLVM optimisation level (default 2)")
     p.add_argument("--clone-finally", action="store_true",
                    help="give every leave its own normal-path copy of each finally (default: continuation selectors)")

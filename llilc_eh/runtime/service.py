@@ -165,7 +165,9 @@ class Service:
         path = self.file_of(assembly) if has_token and not il_stub else None
         name = self.assembly(path).method(token & 0xFFFFFF).name if path is not None else runtime_name
         if globs and not any(fnmatch.fnmatchcase(name, g) or fnmatch.fnmatchcase(runtime_name, g) for g in globs):
-            raise NotSelected
+            exact = self._instantiation_name(jit, info, path, token, name)
+            if exact is None or not any(fnmatch.fnmatchcase(exact, g) for g in globs):
+                raise NotSelected
         self._bisection(name)
         if il_stub:
             raise Declined("IL stub (no IL of its own in a file)", name)
@@ -183,6 +185,18 @@ class Service:
             # or `this`: runtime/generic.py); code shared without one is not ours to make
             raise Declined("code shared between generic instantiations", name)
         return name, assembly, token
+
+    def _instantiation_name(self, jit: JitInfo, info, path, token: int, name: str) -> str | None:
+        """`Pair`1<int32>::Pick` when the method is an exact generic instantiation (so that
+        --methods can select one instantiation), else None."""
+        if path is None or token >> 24 != 0x06:
+            return None
+        from .instantiation import exact_instantiation
+        try:
+            inst = exact_instantiation(jit, info, self.assembly(path), token & 0xFFFFFF)
+        except Declined:      # shared code, or an instantiation that cannot be named
+            return None
+        return inst.name(name) if inst is not None else None
 
     def _bisection(self, name: str) -> None:
         """The bisection knobs (--limit N, --only NAME): a selected method past the first N, or

@@ -74,6 +74,16 @@ def test_selected_by_name(program, run_captured):
     assert set(_compiled(out.report)) == {n for n in INSTANTIATIONS if n.startswith("Pair`1<")}
 
 
+def test_one_instantiation_selected_by_its_name(program, run_captured):
+    """--methods on an instantiation's name selects that one alone: the other instantiations of
+    the same definition stay RyuJIT's, not even declined."""
+    exe, oracle = program
+    out = run_captured(exe, methods=["Pair`1<int32>::Pick", "Program::Describe<float64>"])
+    assert out.stdout.decode() == oracle.stdout
+    assert set(_compiled(out.report)) == {"Pair`1<int32>::Pick", "Program::Describe<float64>"}
+    assert out.report["declined"] == []
+
+
 def test_all_eh_compiles_framework_instantiations(program, run_captured):
     """Under --all-eh the framework's value-type instantiations the program uses (List<int>,
     Dictionary<int,long> ...) are compiled by us too, and the output is still RyuJIT's."""
