@@ -31,16 +31,18 @@ class ClauseFlags(enum.IntFlag):
 
     @property
     def kind(self) -> str:
-        if self & ClauseFlags.FILTER:
-            return "filter"
-        if self & ClauseFlags.FINALLY:
-            return "finally"
-        if self & ClauseFlags.FAULT:
-            return "fault"
-        return "catch"
+        """filter, finally, fault or catch, in that order of precedence. Read from the int
+        value by a table of the three kind bits: the dispatch check asks it ~150 times per
+        method, and IntFlag's `&` builds a new member each time (~3 us; measured 0.3 s of
+        CoreLib's 689 methods under cProfile)."""
+        return _KIND_OF_BITS[int(self) & 7]
 
 
-_CLONED_FINALLY_FLAGS = ClauseFlags.FINALLY | ClauseFlags.DUPLICATED
+_KIND_OF_BITS = tuple("filter" if bits & ClauseFlags.FILTER else "finally" if bits & ClauseFlags.FINALLY
+                      else "fault" if bits & ClauseFlags.FAULT else "catch" for bits in range(8))
+# plain ints: `int & member` would go through IntFlag's reflected `&` again
+_CLONED_FINALLY_FLAGS = int(ClauseFlags.FINALLY | ClauseFlags.DUPLICATED)
+_DUPLICATED, _FILTER = int(ClauseFlags.DUPLICATED), int(ClauseFlags.FILTER)
 
 
 @dataclass(frozen=True)
@@ -58,19 +60,19 @@ class NativeClause:
 
     @property
     def is_duplicate(self) -> bool:
-        return bool(self.flags & ClauseFlags.DUPLICATED)
+        return bool(int(self.flags) & _DUPLICATED)
 
     @property
     def is_cloned_finally(self) -> bool:
         """RyuJIT's marker for a finally cloned onto the normal path: FINALLY|DUPLICATED with an
         empty try at the "handler" (the call-finally code), as the runtime's IsClonedFinally
         (eexcp.h) recognises it. Not a duplicate clause, though it carries the flag."""
-        return (self.flags & _CLONED_FINALLY_FLAGS == _CLONED_FINALLY_FLAGS
+        return (int(self.flags) & _CLONED_FINALLY_FLAGS == _CLONED_FINALLY_FLAGS
                 and self.try_start == self.try_end == self.handler_start)
 
     @property
     def filter_start(self) -> int | None:
-        return self.class_token_or_filter if self.flags & ClauseFlags.FILTER else None
+        return self.class_token_or_filter if int(self.flags) & _FILTER else None
 
     @property
     def class_token(self) -> int | None:

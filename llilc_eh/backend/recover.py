@@ -88,8 +88,11 @@ def _bad(reason: str, offset: int | None = None) -> BackendError:
     return BackendError(reason, kind="asm-mismatch", offset=offset)
 
 
-@dataclass(frozen=True)
-class Instruction:
+class Instruction(NamedTuple):
+    """One decoded instruction of the walk. A tuple, not a frozen dataclass: hundreds per
+    method, and a frozen dataclass's __init__ (object.__setattr__ per field) cost more than
+    the rest of making one."""
+
     offset: int          # in .text
     size: int
     mnemonic: str        # capstone's (AT&T), e.g. callq, nop, ud2
@@ -216,14 +219,11 @@ class RecoveredCode:
 
 # -- the assembly text -------------------------------------------------------------------------
 
-class _Item(NamedTuple):
-    """One statement of the text (a tuple: cheap to make, hundreds per method)."""
-
-    kind: str          # "label", "insn", "align", "data", "prefix", "marker", "pad"
-    text: str          # label name / mnemonic / directive / marker number
-    args: str = ""
-    prefixes: tuple[str, ...] = ()   # of an instruction, as the text writes them
-
+# One statement of the text, as a plain tuple (kind, text, args, prefixes): cheap to make,
+# hundreds per method. kind: "label", "insn", "align", "data", "prefix", "marker", "pad";
+# text: label name / mnemonic / directive / marker number; prefixes: of an instruction, as
+# the text writes them.
+_Item = tuple
 
 _CALLSITE_MARKER = re.compile(r"\s*#\s*" + re.escape(CALLSITE_MARKER) + r" (\d+)\s*$")  # Translator.call's inline asm
 _PAD_MARKER = re.compile(r"\s*#\s*" + re.escape(PAD_MARKER) + r" (\d+)\s*$")  # Translator.pad_marker's
@@ -260,24 +260,39 @@ def _statements(line: str) -> list[str]:
     return [s.strip() for s in out if s.strip()]
 
 
+# Every line of the text: either the common plain instruction line -- a tab, a lowercase
+# mnemonic, optionally a tab and operands without `;`, `#`, `=`, tabs or outer whitespace --
+# as (mnemonic, operands, ""), or any other line as ("", "", line). One findall in C splits
+# and classifies the whole text; the plain shape is exactly what the general path below
+# would make of such a line (one statement, no label, no assignment), so only the other
+# lines pay for it.
+_LINES = re.compile(r'^(?:\t([a-z][a-z0-9]*)(?:\t([^\s;#=](?:[^\t\n;#=]*[^\s;#=])?))?|(.*))$', re.MULTILINE)
+
+
 def _text_items(asm: str) -> list[_Item]:
     """The statements of the assembly text that belong to `.text`, in order.
 
-    Most lines are one plain statement; the cheap tests come first (hundreds of lines per
-    method): a comment line holds at most a marker, most lines are one statement, only a
-    `:` can make a label and only an `=` a symbol assignment."""
+    Most lines are one plain instruction (`_LINES`'s fast shape); of the rest, the cheap
+    tests come first: a comment line holds at most a marker, most lines are one statement,
+    only a `:` can make a label and only an `=` a symbol assignment."""
     items, section = [], ".text"
     append = items.append
-    for line in asm.split("\n"):   # LLVM ends lines with \n; names hold U+0085, U+2028 ... raw
+    for head, args, line in _LINES.findall(asm):   # LLVM ends lines with \n; names hold U+0085, U+2028 ... raw
+        if head:
+            if section == ".text" and head not in _PREFIXES and (
+                    '"' not in args or "\\" not in args and args.count('"') % 2 == 0):
+                append(("insn", head, args or "", ()))
+                continue
+            line = f"\t{head}\t{args}" if args else f"\t{head}"
         stripped = line.strip()
         if not stripped:
             continue
         if stripped[0] == "#":      # a whole-line comment: nothing but a marker
             if section == ".text":
                 if marker := _CALLSITE_MARKER.match(line):
-                    append(_Item("marker", marker.group(1)))
+                    append(("marker", marker.group(1), "", ()))
                 elif marker := _PAD_MARKER.match(line):
-                    append(_Item("pad", marker.group(1)))
+                    append(("pad", marker.group(1), "", ()))
             continue
         # One statement, as `_statements` would find it: no `;`, no `#`, and quotes that pair
         # up without escapes (its tokeniser drops a quote that opens no quoted name).
@@ -289,7 +304,7 @@ def _text_items(asm: str) -> list[_Item]:
                 if not m:
                     break
                 if section == ".text":
-                    append(_Item("label", _unquote(m.group(1))))
+                    append(("label", _unquote(m.group(1)), "", ()))
                 stmt = stmt[m.end():].strip()
             if not stmt:
                 continue
@@ -307,9 +322,9 @@ def _text_items(asm: str) -> list[_Item]:
                 if section != ".text":
                     continue
                 if head in _ALIGN:
-                    append(_Item("align", head, args))
+                    append(("align", head, args, ()))
                 elif head in _DATA_SIZES or head in (".zero", ".space", ".skip", ".ascii", ".asciz"):
-                    append(_Item("data", head, args))
+                    append(("data", head, args, ()))
                 elif head not in _NO_BYTES:
                     raise _bad(f"directive {head} in .text: unknown whether it emits bytes")
             elif "=" in stmt and _ASSIGNMENT.match(stmt):
@@ -321,30 +336,30 @@ def _text_items(asm: str) -> list[_Item]:
                     head, _, args = args.partition(" ")
                     args = args.strip()
                 if head in _PREFIXES:
-                    append(_Item("prefix", head))
+                    append(("prefix", head, "", ()))
                 else:
-                    append(_Item("insn", head, args, tuple(prefixes)))
+                    append(("insn", head, args, tuple(prefixes)))
     return items
 
 
-def _data_size(item: _Item) -> int:
-    if item.text in _DATA_SIZES:
-        return _DATA_SIZES[item.text] * len(_split_operands(item.args))
-    if item.text in (".zero", ".space", ".skip"):
-        return int(_split_operands(item.args)[0], 0)
-    raise _bad(f"data directive {item.text} {item.args} in .text")
+def _data_size(directive: str, args: str) -> int:
+    if directive in _DATA_SIZES:
+        return _DATA_SIZES[directive] * len(_split_operands(args))
+    if directive in (".zero", ".space", ".skip"):
+        return int(_split_operands(args)[0], 0)
+    raise _bad(f"data directive {directive} {args} in .text")
 
 
 def _split_operands(args: str) -> list[str]:
     return [a.strip() for a in re.split(r',(?=(?:[^"]*"[^"]*")*[^"]*$)', args) if a.strip()]
 
 
-def _align(item: _Item, offset: int) -> int:
-    parts = _split_operands(item.args) if item.args else []
+def _align(directive: str, args: str, offset: int) -> int:
+    parts = _split_operands(args) if args else []
     if not parts:
-        raise _bad(f"{item.text} without an argument")
+        raise _bad(f"{directive} without an argument")
     value = int(parts[0], 0)
-    boundary = 1 << value if item.text == ".p2align" else value
+    boundary = 1 << value if directive == ".p2align" else value
     target = -(-offset // boundary) * boundary
     if len(parts) >= 3 and parts[2] and target - offset > int(parts[2], 0):
         return offset  # max-skip exceeded: no padding
@@ -396,20 +411,20 @@ def recover(obj: bytes | CoffObject, asm: str) -> RecoveredCode:
         if open_label is not None:
             raise _bad(f"EH label {open_label} opens an invoke that never ends", labels[open_label])
 
-    for item in _text_items(asm):
-        if item.kind == "insn":         # the most common item first
+    for kind, text, args, prefixes in _text_items(asm):
+        if kind == "insn":         # the most common item first
             if offset >= len(code):
-                raise _bad(f"instruction {item.text} past the end of .text ({len(code)} bytes)", offset)
+                raise _bad(f"instruction {text} past the end of .text ({len(code)} bytes)", offset)
             decoded = swept.get(offset) or next(md.disasm_lite(code[offset:offset + 16], offset, 1), None)
             if decoded is None:
-                raise _bad(f"capstone cannot decode the bytes of {item.text} {item.args}", offset)
+                raise _bad(f"capstone cannot decode the bytes of {text} {args}", offset)
             _, size, mnemonic, operands = decoded
             # A prefix may change what the bytes decode as (`rep bsf` is `tzcnt`): compare only
             # unprefixed instructions; sizes still keep the walk aligned.
             # (The same spelling, the usual case, needs no comparing.)
-            if not pending_prefix and not item.prefixes and item.text != mnemonic \
-                    and not _same_instruction(item.text, mnemonic):
-                raise _bad(f"assembly text says {item.text} {item.args}, the object holds "
+            if not pending_prefix and not prefixes and text != mnemonic \
+                    and not _same_instruction(text, mnemonic):
+                raise _bad(f"assembly text says {text} {args}, the object holds "
                            f"{mnemonic} {operands}", offset)
             pending_prefix = False
             insn = Instruction(offset, size, mnemonic, operands)
@@ -419,7 +434,7 @@ def recover(obj: bytes | CoffObject, asm: str) -> RecoveredCode:
             offset += size
             bodies[-1][2] = offset
             if mnemonic.startswith("call") or mnemonic in _JUMPS:
-                site = _call_site(callees, insn, "rex64" in item.prefixes)
+                site = _call_site(callees, insn, "rex64" in prefixes)
                 if site is not None:
                     site["callsites"] = []
                     calls.append(site)
@@ -427,40 +442,40 @@ def recover(obj: bytes | CoffObject, asm: str) -> RecoveredCode:
                     if open_label is not None and not site["kind"].endswith("tail-jump"):
                         open_calls.append(len(calls) - 1)
             continue
-        if item.kind == "marker":
-            markers.append((int(item.text), offset, len(bodies) - 1))
+        if kind == "marker":
+            markers.append((int(text), offset, len(bodies) - 1))
             continue
-        if item.kind == "pad":
+        if kind == "pad":
             if not bodies:
-                raise _bad(f"pad marker {item.text} before any function symbol", offset)
-            bodies[-1][4].append(int(item.text))
+                raise _bad(f"pad marker {text} before any function symbol", offset)
+            bodies[-1][4].append(int(text))
             continue
-        if item.kind == "label":
-            labels[item.text] = offset
-            if item.text in function_symbols:
+        if kind == "label":
+            labels[text] = offset
+            if text in function_symbols:
                 close_function()
-                sym = function_symbols[item.text]
+                sym = function_symbols[text]
                 if sym.value != offset:
-                    raise _bad(f"function {item.text} at 0x{sym.value:x} in the object, "
+                    raise _bad(f"function {text} at 0x{sym.value:x} in the object, "
                                f"0x{offset:x} in the assembly text", offset)
-                bodies.append([item.text, offset, offset, [], []])
-            elif item.text.startswith(".Ltmp"):
+                bodies.append([text, offset, offset, [], []])
+            elif text.startswith(".Ltmp"):
                 if open_label is None:
-                    open_label, open_calls = item.text, []
+                    open_label, open_calls = text, []
                 elif open_calls:
                     for index in open_calls:
-                        calls[index]["invoke"] = (open_label, item.text)
+                        calls[index]["invoke"] = (open_label, text)
                     open_label, open_calls = None, []
                 else:
-                    open_label = item.text  # two labels, no call between: keep the later
+                    open_label = text  # two labels, no call between: keep the later
             continue
-        if item.kind == "align":
-            offset = _align(item, offset)
+        if kind == "align":
+            offset = _align(text, args, offset)
             continue
-        if item.kind == "data":
-            offset += _data_size(item)
+        if kind == "data":
+            offset += _data_size(text, args)
             continue
-        if item.kind == "prefix":
+        if kind == "prefix":
             pending_prefix = True
     close_function()
     if pending_prefix:
