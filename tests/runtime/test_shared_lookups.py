@@ -24,9 +24,21 @@ from pathlib import Path
 import pytest
 
 from llilc_eh.check.toolchain import compile_cs, run_on_coreclr
+from llilc_eh.runtime.driver import reason_class
 from llilc_eh.gcinfo import GenericsInstContextKind, decode
 
 PROGRAM = Path(__file__).resolve().parent / "programs" / "shared_lookups.cs"
+FRAMEWORK_PROGRAM = PROGRAM.with_name("shared_framework.cs")
+#: the framework's shared code the program's exceptions go through, each ours under --all-eh
+FRAMEWORK_SHARED = {
+    "System.Linq.Enumerable/SelectEnumerableIterator`2<class System.__Canon,int32>::ToList",  # a throwing selector
+    "System.Collections.Generic.ArraySortHelper`1<class System.__Canon>::Sort",               # a throwing comparer
+    "Program/<Gen>c__Iterator0`1<class System.__Canon>::MoveNext",                           # its finally runs
+    "System.Linq.Enumerable::ToDictionary<class System.__Canon,class System.__Canon,class System.__Canon>",
+    "System.Linq.Lookup`2<char,class System.__Canon>::Create",
+    "System.Collections.Concurrent.ConcurrentDictionary`2<class System.__Canon,class System.__Canon>::TryAddInternal",
+    "System.Lazy`1<class System.__Canon>::ViaFactory",
+}
 #: method -> the generic context its shared code has (what its GC info must report)
 CONTEXTS = {
     "Lookups::Method": GenericsInstContextKind.MD, "Lookups::Inner": GenericsInstContextKind.MD,
@@ -97,3 +109,24 @@ def test_negative_control_without_the_context_catch_e_misses(program, run_captur
     # `this` and the MethodTable contexts are what the runtime resolved E through
     assert "format guard: caught FormatException as FormatException" not in text
     assert "static: caught ArgumentException as ArgumentException" not in text
+
+
+def test_the_frameworks_shared_code_under_all_eh_equals_ryujit(run_captured, tmp_path, monkeypatch):
+    """programs/shared_framework.cs under --all-eh: LINQ, Dictionary/Lookup/ConcurrentDictionary,
+    HashSet, Lazy, sorting and an iterator over reference types, exceptions thrown through them
+    (a selector, a comparer, an iterator): the framework's shared code -- partially shared too,
+    SelectEnumerableIterator<__Canon,int32> -- is ours, the output RyuJIT's (R2R off both)."""
+    exe = compile_cs(FRAMEWORK_PROGRAM, tmp_path / "shared_framework.exe", "-optimize+")
+    monkeypatch.setenv("COMPlus_ReadyToRun", "0")
+    monkeypatch.setenv("COMPlus_TieredCompilation", "0")
+    oracle = run_on_coreclr(exe)
+    monkeypatch.delenv("COMPlus_ReadyToRun")
+    monkeypatch.delenv("COMPlus_TieredCompilation")
+    assert oracle.returncode == 0 and "caught bad item" in oracle.stdout and "gen finally String" in oracle.stdout
+    out = run_captured(exe, all_eh=True)
+    assert out.stdout.decode() == oracle.stdout, out.stderr.decode()[-3000:]
+    assert out.exit_code == 0
+    shared = {c["instantiation"] for c in out.report["compiled"] if "__Canon" in (c.get("instantiation") or "")}
+    assert FRAMEWORK_SHARED <= shared, sorted(shared)
+    assert len(shared) >= 20          # measured: 25
+    assert {reason_class(d["reason"]) for d in out.report["declined"]} <= {"IL stub (no IL of its own in a file)"}
