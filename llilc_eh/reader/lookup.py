@@ -123,7 +123,6 @@ def context_value(op) -> str:
 
 def emit_lookup(op, lookup) -> str:
     """The handle `lookup` finds (module docstring), emitted at the current instruction."""
-    tr = op.tr
     ctx_value = context_value(op)
     if lookup.offsets is None:
         return op.helper(lookup.helper, [f"ptr {ctx_value}", f"ptr {_signature(op, lookup)}"])
@@ -155,7 +154,6 @@ def emit_lookup(op, lookup) -> str:
     op.block = join
     value = op.v("handle")
     op.emit(f"{value} = phi ptr [ {handle}, %{came} ], [ {filled}, %{slow_end} ]")
-    tr.lookups = getattr(tr, "lookups", 0) + 1
     return value
 
 
