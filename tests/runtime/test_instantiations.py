@@ -1,8 +1,8 @@
 """Code per exact generic instantiation compiled by llilc-eh (runtime/instantiation.py): the
 runtime asks for `Pair<int>::Pick`, `Pair<long>::Pick`, `Describe<double>`, `Growing<Measure>::Add`,
-an iterator's MoveNext over int and long ... each its own code in which !0 / !!0 are known; the
-reader binds them (JitEE.bind_instantiation) and the installer resolves every token in the
-method's own exact context.
+an iterator's MoveNext over int and long, `Registry<int>::Note` with statics of its own ... each
+its own code in which !0 / !!0 are known; the reader binds them (JitEE.bind_instantiation) and
+the installer resolves every token in the method's own exact context.
 
 Oracle: the same program with RyuJIT only (tests/runtime/programs/instantiations.cs). Each
 instantiation must be compiled *by us* (the report's `instantiation` names them one by one).
@@ -30,6 +30,7 @@ INSTANTIATIONS = {
     "Program::Second<int32>", "Program::Second<uint8>", "Program::Second<Measure>",
     "Growing`1<int32>::Add", "Growing`1<Measure>::Add", "Growing`1<int32>::Get", "Growing`1<Measure>::Get",
     "Program/<Checked>c__Iterator0`1<int32>::MoveNext", "Program/<Checked>c__Iterator0`1<int64>::MoveNext",
+    "Registry`1<int32>::Note", "Registry`1<Measure>::Note", "Registry`1<int64>::Note",
 }
 FRAMEWORK_INSTANTIATIONS = {
     "System.String::JoinCore<int32>", "System.Linq.Enumerable::Count<int32>",

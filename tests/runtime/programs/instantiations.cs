@@ -103,6 +103,34 @@ class Growing<T>
     public int Count { get { return count; } }
 }
 
+// statics of an exact instantiation (one set per T, a class constructor each), one of type T
+class Registry<T>
+{
+    public static int Hits;
+    public static T Last;
+    public static readonly string Name = "Registry<" + typeof(T).Name + ">";
+    static Registry() { Console.WriteLine("cctor " + typeof(T).Name); }
+
+    public static void Note(T value, bool fail)
+    {
+        try
+        {
+            Hits++;
+            if (fail)
+                throw new InvalidOperationException(Name);
+            Last = value;
+        }
+        catch (InvalidOperationException e)
+        {
+            Console.WriteLine("caught in " + e.Message + " hits " + Hits);
+        }
+        finally
+        {
+            Hits += 10;
+        }
+    }
+}
+
 static class Program
 {
     public static int Finallies;
@@ -237,6 +265,13 @@ static class Program
         var sorted = new[] { new Ordered(5), new Ordered(-2), new Ordered(9), new Ordered(0) };
         Array.Sort(sorted);
         Console.WriteLine("Sorted: " + string.Join(" ", sorted.Select(o => o.Key)));
+
+        Registry<int>.Note(5, false);
+        Registry<int>.Note(6, true);
+        Registry<Measure>.Note(new Measure(4, 4), false);
+        Registry<long>.Note(7, true);
+        Console.WriteLine("Registry: " + Registry<int>.Hits + " " + Registry<int>.Last + " " + Registry<Measure>.Hits
+                          + " " + Registry<Measure>.Last + " " + Registry<long>.Hits + " " + Registry<long>.Last);
 
         Console.WriteLine("Finallies: " + Finallies);
         return 0;
