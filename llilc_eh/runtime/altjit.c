@@ -5,8 +5,9 @@
  * compileMethod through a C++ vtable on its own threads.  Everything that decides anything
  * lives in Python (llilc_eh.runtime.service); this file only
  *   - answers the loader (getJit, the JIT-EE version GUID the 3.1.23 runtime checks),
- *   - declines fast, without touching Python, the methods that are not ours (no EH clause and
- *     no selection by name: the runtime offers its alt JIT *every* method, IL stubs included),
+ *   - declines fast, without touching Python, the methods that are not ours (no EH clause, not
+ *     synchronized -- the JIT's own monitor clause is EH too -- and no selection by name: the
+ *     runtime offers its alt JIT *every* method, IL stubs included),
  *   - embeds libpython once (no signal handlers: CoreCLR owns them), releases the GIL, and
  *     takes it again per compile (compileMethod comes from several threads),
  *   - exports llilc_call_trapped, which runs one JIT-EE slot under runWithErrorTrap so that a
@@ -30,6 +31,8 @@
 #define CORJIT_SKIPPED 0x80000004u
 #define SLOT_RUN_WITH_ERROR_TRAP 113
 #define EHCOUNT_OFFSET 32 /* CORINFO_METHOD_INFO: ftn, scope, ILCode, ILCodeSize, maxStack, EHcount */
+#define SLOT_GET_METHOD_ATTRIBS 0
+#define CORINFO_FLG_SYNCH 0x00000020   /* corinfo.h CorInfoFlag: a synchronized method */
 
 /* d609bed1-7831-49fc-bd49-b6f054dd4d46 as a GUID in memory (Data1..3 little-endian). */
 static const unsigned char JIT_EE_VERSION[16] = {
@@ -182,13 +185,26 @@ static void report_offered(void)
     }
 }
 
+/* A synchronized method has EH even when its IL has none: the JIT adds its own fault clause
+   around the body to release the monitor (clauses/synchronized.py), so it is ours like any
+   method with clauses.  getMethodAttribs (trapped: it may throw) on CORINFO_METHOD_INFO.ftn. */
+static int synchronized(void *comp, void *info)
+{
+    uint64_t args[2] = {(uint64_t)(uintptr_t)comp, (uint64_t)(uintptr_t)*(void *const *)info};
+    uint64_t attribs = 0;
+    void *slot = ((Interface *)comp)->vtable[SLOT_GET_METHOD_ATTRIBS];
+    if (!llilc_call_trapped(comp, slot, args, 2, &attribs))
+        return 0;
+    return ((uint32_t)attribs & CORINFO_FLG_SYNCH) != 0;
+}
+
 static uint32_t compile_method(void *self, void *comp, void *info, unsigned flags,
                                uint8_t **entry, uint32_t *size)
 {
     (void)self;
     __atomic_add_fetch(&offered, 1, __ATOMIC_SEQ_CST);
     unsigned eh_count = *(const unsigned *)((const char *)info + EHCOUNT_OFFSET);
-    if (eh_count == 0 && !all_methods)
+    if (eh_count == 0 && !all_methods && !synchronized(comp, info))
         return CORJIT_SKIPPED;
     pthread_once(&python_once, start_python);
     if (service_compile == NULL)

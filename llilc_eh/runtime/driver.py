@@ -107,7 +107,8 @@ def read_events(path: Path) -> list[dict]:
 
 def build_report(events: list[dict], config: RunConfig, exit_code: int) -> dict:
     compiled = [{k: e.get(k) for k in ("method", "instantiation", "assembly", "token", "code_bytes", "clauses", "funclets", "jit_ms", "opt",
-                                       "jitee", "return_kind", "psp_slot", "frame_register", "gc_info")}
+                                       "jitee", "return_kind", "psp_slot", "frame_register", "gc_info",
+                                       "il_clauses", "synchronized")}
                 for e in events if e.get("event") == "compiled"]
     declined = [{"method": e.get("method"), "reason": e.get("reason"),
                  **({"instantiation": e["instantiation"]} if e.get("instantiation") else {}),
@@ -185,8 +186,10 @@ def summary(report: dict) -> str:
         lines.append(f"  the runtime JIT-compiled {report['jitted']} method(s): {len(c)} by llilc-eh, "
                      f"{report['jitted_by_ryujit']} by RyuJIT (ReadyToRun code not counted)")
     for m in ([] if report.get("all_eh") else c):
-        lines.append(f"  compiled  {m.get('instantiation') or m['method']}  {m['code_bytes']} bytes, {m['clauses']} clause(s), "
-                     f"{m['funclets']} funclet(s), {m['jit_ms']:.1f} ms")
+        monitor = " (synchronized: the JIT's monitor clause, none in its IL)" if m.get("synchronized") and \
+            not m.get("il_clauses") else ""
+        lines.append(f"  compiled  {m.get('instantiation') or m['method']}  {m['code_bytes']} bytes, {m['clauses']} clause(s)"
+                     f"{monitor}, {m['funclets']} funclet(s), {m['jit_ms']:.1f} ms")
     for m in ([] if report.get("all_eh") else d):     # --all-eh: by reason above; each in --report
         lines.append(f"  declined  {m.get('instantiation') or m['method']}: {m['reason']}")
     lines.extend(exception_lines(report))

@@ -40,6 +40,7 @@ from .structs import (
     CORINFO_FLG_INTRINSIC,
     CORINFO_FLG_JIT_INTRINSIC,
     CORINFO_FLG_SHAREDINST,
+    CORINFO_FLG_SYNCH,
     CORINFO_GENERICS_CTXT_MASK,
     CORINFO_METHOD_INFO,
     CORJIT_FLAG_CALL_GETJITFLAGS,
@@ -136,6 +137,9 @@ class Service:
                          "reason": reason, "traceback": traceback.format_exc(limit=8), **_instantiation(jit)})
             return CORJIT_SKIPPED
         result["jit_ms"] = round((time.perf_counter() - started) * 1000, 3)
+        # why it was ours: its IL clauses, and/or the JIT's own monitor clause (synchronized)
+        result["il_clauses"] = info.EHcount
+        result["synchronized"] = self._synchronized(jit, info)
         self.record({"event": "compiled", **result})
         return CORJIT_OK
 
@@ -154,7 +158,10 @@ class Service:
         method the selection names is declined with its reason, never skipped in silence."""
         assembly = jit.assembly_name(jit.module_assembly(jit.method_module(info.ftn)))
         globs = self.config.methods
-        if not globs and (info.EHcount == 0 or (assembly != self.config.assembly and not self.config.all_eh)):
+        # a synchronized method has EH without IL clauses: the JIT's own monitor clause
+        # (clauses/synchronized.py) -- selected as a method with EH, by default and by --all-eh
+        has_eh = info.EHcount > 0 or self._synchronized(jit, info)
+        if not globs and (not has_eh or (assembly != self.config.assembly and not self.config.all_eh)):
             raise NotSelected
         if flags == CORJIT_FLAG_CALL_GETJITFLAGS:
             flags = jit.jit_flags()
@@ -185,6 +192,12 @@ class Service:
             # or `this`: runtime/generic.py); code shared without one is not ours to make
             raise Declined("code shared between generic instantiations", name)
         return name, assembly, token
+
+    @staticmethod
+    def _synchronized(jit: JitInfo, info) -> bool:
+        """CORINFO_FLG_SYNCH: the JIT wraps the body in a monitor enter/exit and a fault clause
+        of its own, so the method has EH even when its IL has no clause."""
+        return bool(jit.method_attribs(info.ftn) & CORINFO_FLG_SYNCH)
 
     def _instantiation_name(self, jit: JitInfo, info, path, token: int, name: str) -> str | None:
         """`Pair`1<int32>::Pick` when the method is an exact generic instantiation (so that

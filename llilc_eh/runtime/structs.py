@@ -190,6 +190,7 @@ CORINFO_GENERICS_CTXT_FROM_THIS = 0x00000020        # ... a generic class's inst
 CORINFO_GENERICS_CTXT_FROM_METHODTABLE = 0x00000080  # ... a hidden MethodTable (static / value-type method)
 CORINFO_GENERICS_CTXT_MASK = 0x000000E0
 CORINFO_FLG_STATIC = 0x00000008           # method attributes (getMethodAttribs)
+CORINFO_FLG_SYNCH = 0x00000020            # synchronized: the JIT adds a monitor and its own fault clause
 CORINFO_FLG_VIRTUAL = 0x00000040
 CORINFO_FLG_ABSTRACT = 0x00000400
 CORINFO_FLG_VALUECLASS = 0x00010000       # class attributes (getClassAttribs)

@@ -36,16 +36,72 @@ def test_getjit_answers_the_version_identifier(altjit):
     assert uuid.UUID(bytes_le=guid.raw) == JIT_EE_VERSION
 
 
-def test_compile_method_declines_a_method_without_eh_fast(altjit):
-    """No EH clause and no selection by name: CORJIT_SKIPPED without touching Python."""
+class _JitInfo:
+    """A stand-in ICorJitInfo with the two slots altjit.c's fast path calls: getMethodAttribs
+    (slot 0, answering `attribs`, counting its calls) and runWithErrorTrap (slot 113, calling
+    the function it is given). The real runtime's answers are tested by running programs
+    (test_synchronized_plain.py); this checks the C path alone."""
+
+    def __init__(self, attribs: int):
+        self.calls = 0
+
+        def get_method_attribs(this, ftn):
+            self.calls += 1
+            return attribs
+
+        def run_with_error_trap(this, function, param):
+            ctypes.CFUNCTYPE(None, ctypes.c_void_p)(function)(param)
+            return 1
+
+        self._slots = [ctypes.CFUNCTYPE(ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p)(get_method_attribs),
+                       ctypes.CFUNCTYPE(ctypes.c_uint8, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(
+                           run_with_error_trap)]
+        self._vtable = (ctypes.c_void_p * 179)()
+        self._vtable[0] = ctypes.cast(self._slots[0], ctypes.c_void_p).value
+        self._vtable[113] = ctypes.cast(self._slots[1], ctypes.c_void_p).value
+        self._object = ctypes.c_void_p(ctypes.addressof(self._vtable))
+
+    @property
+    def address(self) -> int:
+        return ctypes.addressof(self._object)
+
+
+def _compile_method(altjit):
     lib = ctypes.CDLL(str(altjit))
     lib.getJit.restype = ctypes.c_void_p
     compiler = lib.getJit()
     vtable = ctypes.cast(compiler, ctypes.POINTER(ctypes.POINTER(ctypes.c_void_p)))[0]
     compile_method = ctypes.CFUNCTYPE(ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                       ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p)(vtable[0])
+    return lambda comp, info: compile_method(compiler, comp, ctypes.addressof(info), 0, None, None)
+
+
+def test_compile_method_declines_a_method_without_eh_fast(altjit):
+    """No EH clause, not synchronized and no selection by name: CORJIT_SKIPPED without touching
+    Python (one getMethodAttribs asked)."""
+    jit = _JitInfo(attribs=0x00000008)        # CORINFO_FLG_STATIC only
     info = (ctypes.c_uint8 * 256)()           # a CORINFO_METHOD_INFO with EHcount 0
-    assert compile_method(compiler, None, ctypes.addressof(info), 0, None, None) == 0x80000004
+    assert _compile_method(altjit)(jit.address, info) == 0x80000004
+    assert jit.calls == 1
+
+
+def test_compile_method_offers_a_synchronized_method_without_eh(altjit, tmp_path, monkeypatch):
+    """CORINFO_FLG_SYNCH (0x20) with EHcount 0 goes past the fast decline to Python, which -- not
+    configured here -- reports that it could not start (an event line) and skips the method:
+    the proof that the C side did not decline it. Control: the same method with EH clauses
+    also goes to Python without asking getMethodAttribs."""
+    events = tmp_path / "events.jsonl"
+    monkeypatch.setenv("LLILC_EH_EVENTS", str(events))
+    monkeypatch.delenv("LLILC_EH_RUN_CONFIG", raising=False)
+    jit = _JitInfo(attribs=0x00000020 | 0x00000008)
+    info = (ctypes.c_uint8 * 256)()
+    assert _compile_method(altjit)(jit.address, info) == 0x80000004
+    assert jit.calls == 1
+    assert '"event": "startup-failed"' in events.read_text()
+    with_eh = _JitInfo(attribs=0)
+    ctypes.c_uint32.from_buffer(info, 32).value = 1     # EHcount
+    assert _compile_method(altjit)(with_eh.address, info) == 0x80000004
+    assert with_eh.calls == 0
 
 
 def test_slot_list_names_the_slots_we_call():
