@@ -150,6 +150,10 @@ class BlockTranslator:
         self.nonnull_slots: set[str] = self.facts.entry_slots(ctx, il_block)
         self.loaded_from: dict[str, tuple[str, int]] = {}   # operand -> (slot, its store count then)
         self.slot_stores: dict[str, int] = {}
+        # The current value of a followed variable (`NonNullFacts.tracked`) where this block
+        # loaded or stored it: a later ldloc/ldarg pushes it instead of loading again (only
+        # stloc/starg can change such a variable while the block runs; every store is kept).
+        self.values: dict[str, SV] = {}
 
     # -- small helpers ----------------------------------------------------------------------
 
@@ -437,19 +441,32 @@ class BlockTranslator:
         if access == "address":
             self.push("byref", self.known(addr))
         elif access == "load":
-            self.load_typed(addr, sigs[index], infos[index])
-            if self.facts.tracked(self.ctx, (which, index)):
+            tracked = self.facts.tracked(self.ctx, (which, index))
+            value = self.values.get(addr) if tracked else None
+            if value is not None:
+                self.push(value.kind, value.op, sigs[index])
+            else:
+                self.load_typed(addr, sigs[index], infos[index])
+                if tracked and self.stack[-1].kind != "vt":     # (a value type's copy may change)
+                    self.values[addr] = self.stack[-1]
+            if tracked:
                 op = self.stack[-1].op
                 self.loaded_from[op] = (addr, self.slot_stores.get(addr, 0))
                 if addr in self.nonnull_slots:
                     self.nonnull.add(op)
         else:
             sv = self.pop(ins.offset)
-            self.store_typed(addr, sv, infos[index])
+            info = infos[index]
+            self.store_typed(addr, sv, info)
             self.slot_stores[addr] = self.slot_stores.get(addr, 0) + 1
             self.nonnull_slots.discard(addr)
-            if sv.op in self.nonnull and self.facts.tracked(self.ctx, (which, index)):
-                self.nonnull_slots.add(addr)
+            self.values.pop(addr, None)
+            if self.facts.tracked(self.ctx, (which, index)):
+                if sv.op in self.nonnull:
+                    self.nonnull_slots.add(addr)
+                # a load would give back what was stored only when the store did not narrow it
+                if sv.kind != "vt" and sv.kind == _KIND_OF_STACK[info.stack_kind] and sv.ty == info.storage:
+                    self.values[addr] = sv
 
     # -- arithmetic -------------------------------------------------------------------------------
 

@@ -51,7 +51,7 @@ def _checks(exe: Path) -> dict[str, int]:
     out = {}
     for name in CHECKS:
         result = translate(asm, analyze(asm.body(asm.find_method(NS + name).rid)), ee)
-        checks = len(re.findall(r"= icmp eq ptr %[\w.]+, null\n", result.module))
+        checks = len(re.findall(r"= icmp eq ptr (?:%[\w.]+|null), null\n", result.module))
         # one throw block per region (Translator.check): at most one helper call per check
         assert (result.helper_calls.get("CORINFO_HELP_THROWNULLREF", 0) > 0) == (checks > 0)
         assert result.helper_calls.get("CORINFO_HELP_THROWNULLREF", 0) <= checks
