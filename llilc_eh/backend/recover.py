@@ -260,30 +260,52 @@ def _statements(line: str) -> list[str]:
     return [s.strip() for s in out if s.strip()]
 
 
-# Every line of the text: either the common plain instruction line -- a tab, a lowercase
-# mnemonic, optionally a tab and operands without `;`, `#`, `=`, tabs or outer whitespace --
-# as (mnemonic, operands, ""), or any other line as ("", "", line). One findall in C splits
-# and classifies the whole text; the plain shape is exactly what the general path below
-# would make of such a line (one statement, no label, no assignment), so only the other
-# lines pay for it.
-_LINES = re.compile(r'^(?:\t([a-z][a-z0-9]*)(?:\t([^\s;#=](?:[^\t\n;#=]*[^\s;#=])?))?|(.*))$', re.MULTILINE)
+# Every line of the text, in one of four shapes that need no further splitting, else whole:
+#   1, 2  a plain instruction: a tab, a lowercase mnemonic, optionally a tab and operands
+#         without `;`, `#`, `=`, tabs or outer whitespace;
+#   3, 4  a directive with plain operands (no `;`, `#` or quotes; one trailing `;` allowed):
+#         its name and the rest of the line;
+#   5     a label alone on its line, unquoted, without `#` or `;`;
+#   6     any other line.
+# One findall in C splits and classifies the whole text. Each plain shape is exactly what the
+# general path below makes of such a line (one statement; no label before an instruction or
+# a directive; no assignment), so only the other lines pay for it.
+_LINES = re.compile(r'^(?:\t([a-z][a-z0-9]*)(?:\t([^\s;#=](?:[^\t\n;#=]*[^\s;#=])?))?'
+                    r'|\t(\.[a-z_0-9]+)((?:[\t ][^;#"\n]*)?;?)'
+                    r'|([^\s:"#;]+):'
+                    r'|(.*))$', re.MULTILINE)
+# Directives that change the section the next statements go to.
+_SECTION_DIRECTIVES = {".text", ".section", ".data", ".bss", ".seh_handlerdata"}
+# Directives that emit nothing and leave the section alone: a line of one is skipped.
+_SILENT = frozenset(_NO_BYTES - _SECTION_DIRECTIVES)
 
 
 def _text_items(asm: str) -> list[_Item]:
     """The statements of the assembly text that belong to `.text`, in order.
 
-    Most lines are one plain instruction (`_LINES`'s fast shape); of the rest, the cheap
-    tests come first: a comment line holds at most a marker, most lines are one statement,
-    only a `:` can make a label and only an `=` a symbol assignment."""
+    Most lines have one of `_LINES`'s plain shapes; of the rest, the cheap tests come first:
+    a comment line holds at most a marker, most lines are one statement, only a `:` can
+    make a label and only an `=` a symbol assignment."""
     items, section = [], ".text"
     append = items.append
-    for head, args, line in _LINES.findall(asm):   # LLVM ends lines with \n; names hold U+0085, U+2028 ... raw
+    # LLVM ends lines with \n; names hold U+0085, U+2028 ... raw
+    for head, args, directive, rest, label, line in _LINES.findall(asm):
         if head:
             if section == ".text" and head not in _PREFIXES and (
                     '"' not in args or "\\" not in args and args.count('"') % 2 == 0):
                 append(("insn", head, args or "", ()))
                 continue
             line = f"\t{head}\t{args}" if args else f"\t{head}"
+        elif directive:
+            if directive in _SILENT or section != ".text" and directive not in _SECTION_DIRECTIVES:
+                continue
+            line = f"\t{directive}{rest}"
+        elif label:
+            if section == ".text":
+                append(("label", label, "", ()))
+            continue
+        elif line == "\t#APP" or line == "\t#NO_APP":    # inline asm brackets: no marker
+            continue
         stripped = line.strip()
         if not stripped:
             continue
