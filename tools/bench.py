@@ -58,9 +58,11 @@ times (wall, the LLVM worker's time included), RyuJIT's the Stopwatch around the
 (wall); compared over the methods both compiled (ours: every stage clean).
 
 `--cache-runs` instead times `llilc-eh validate --translate --json` twice on the assemblies
-with an empty LLVM result cache (`backend.cache`, a fresh temporary folder): cold, then warm;
-it prints both wall times, the ratio, the cache's entries and size, and whether the two JSON
-reports are byte-identical (exit 2 if not).
+(a folder is passed on as a folder: the whole corpus is one argument) with an empty LLVM
+result cache (`backend.cache`, a fresh temporary folder): cold, then warm; it prints both
+wall times, EH methods per second of each (the EH methods of the report over the wall time),
+the ratio, the cache's entries and size, and whether the two JSON reports are byte-identical
+(exit 2 if not).
 
 `--profile N` instead runs cProfile over N EH methods of the first assembly and prints the
 top functions by cumulative and by own time, front and back half apart, and own time by
@@ -169,8 +171,10 @@ class GcClock:
             self.seconds[info["generation"]] += time.process_time() - self._started
 
 
-def resolve(names: list[str], corpus: Corpus) -> list[Path]:
-    return [corpus.locate(n) for n in names or DEFAULT_ASSEMBLIES]
+def resolve(names: list[str], corpus: Corpus, folders: bool = False) -> list[Path]:
+    """Corpus names or paths; with `folders` (`--cache-runs`, which hands them to `validate`)
+    a folder stays a folder: `validate` takes every assembly in it."""
+    return [Path(n) if folders and Path(n).is_dir() else corpus.locate(n) for n in names or DEFAULT_ASSEMBLIES]
 
 
 def load(paths: list[Path], pool: CodegenPool, args) -> list[Target]:
@@ -378,7 +382,7 @@ def cache_runs(args) -> int:
     compared byte for byte."""
     import resource
     corpus = Corpus()
-    paths = resolve(args.assembly + args.assemblies, corpus)
+    paths = resolve(args.assembly + args.assemblies, corpus, folders=True)
     cli = [sys.executable, "-m", "llilc_eh.cli", "validate", *map(str, paths), "--translate", "--quiet",
            "--opt", str(args.opt), "--jobs", str(args.cache_jobs)]
     figures = {}
@@ -400,9 +404,12 @@ def cache_runs(args) -> int:
             reports[run] = out.read_bytes()
             line = next((x for x in proc.stdout.splitlines() if x.startswith("pipeline:")), "")
             entries, size = LlvmCache(Path(tmp) / "llvm").size()
+            eh = sum(f.get("with_eh", 0) for f in json.loads(reports[run]).get("files", []))
             figures[run] = {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "exit": proc.returncode,
-                            "cache_entries": entries, "cache_mb": round(size / (1 << 20), 2)}
+                            "cache_entries": entries, "cache_mb": round(size / (1 << 20), 2), "eh_methods": eh,
+                            "eh_methods_per_s": round(eh / wall, 2) if wall else 0.0}
             print(f"{run:>5}: wall {wall:7.2f} s, CPU {cpu:7.2f} s (all processes), exit {proc.returncode}; "
+                  f"{eh} EH methods, {eh / wall if wall else 0:.1f} EH methods/s by wall; "
                   f"cache {entries} entries, {size / (1 << 20):.1f} MB")
             print(f"       {line}")
     identical = reports["cold"] == reports["warm"]
