@@ -262,11 +262,15 @@ class FinalImage:
 
 
 def link_final_image(recovered: RecoveredCode, coff: CoffObject, model: FuncletModel, parent: str, *,
-                     target: Target = DEFAULT_TARGET, cells: frozenset[str] | set[str] = frozenset()) -> FinalImage:
+                     target: Target = DEFAULT_TARGET, cells: frozenset[str] | set[str] = frozenset(),
+                     reserve: int = 0) -> FinalImage:
     """The final image of `parent` (its object symbol, or its LLVM name `@"..."`) from the
     recovered object, in the order of `model.layout`, for `target` (its funclet entry thunk
     starts every handler range); `cells`: the external symbols that are 8-byte data cells
-    (the reader's `External.cell`), placed in the read-only data (module docstring, "Targets")."""
+    (the reader's `External.cell`), placed in the read-only data (module docstring, "Targets").
+    `reserve`: bytes left free between the code and the read-only data, for code the installer
+    adds to the method (runtime/install.py: its call stubs, which must lie inside the method's
+    code with a RUNTIME_FUNCTION of their own); the code and its ranges do not change."""
     parent = object_symbol(parent) if parent.startswith("@") else parent
     if object_symbol(model.parent) != parent:
         raise BackendError(f"the model is of {model.parent}, not {parent}",
@@ -280,7 +284,7 @@ def link_final_image(recovered: RecoveredCode, coff: CoffObject, model: FuncletM
         pieces = relink.lay_out(recovered, coff, model, match, tails, target.funclet_entry_thunk)
         code = relink.copy(coff, pieces)
         probe = relink.place_stack_probe(coff, pieces, code, target.stack_probe)
-        rodata, rodata_offset, rodata_places = relink.place_read_only_data(coff, len(code))
+        rodata, rodata_offset, rodata_places = relink.place_read_only_data(coff, len(code) + reserve)
         rodata, cell_places, cell_relocations = relink.place_cells(coff, pieces, cells, rodata, rodata_offset)
         constants = frame_constants_if_needed(recovered, coff, parent, pieces)
         fixups, relocations, source = relink.fix_references(coff, parent, pieces, code, constants,

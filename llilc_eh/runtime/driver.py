@@ -108,7 +108,7 @@ def read_events(path: Path) -> list[dict]:
 def build_report(events: list[dict], config: RunConfig, exit_code: int) -> dict:
     compiled = [{k: e.get(k) for k in ("method", "instantiation", "assembly", "token", "code_bytes", "clauses", "funclets", "jit_ms", "opt",
                                        "jitee", "return_kind", "psp_slot", "frame_register", "gc_info",
-                                       "il_clauses", "synchronized")}
+                                       "il_clauses", "synchronized", "stubs")}
                 for e in events if e.get("event") == "compiled"]
     declined = [{"method": e.get("method"), "reason": e.get("reason"),
                  **({"instantiation": e["instantiation"]} if e.get("instantiation") else {}),

@@ -9,9 +9,11 @@ that can fail without side effects happens first, so a decline leaves nothing be
   2. resolve every external the image still names, through the runtime (`resolve_externals`):
      helpers by getHelperFtn, methods by resolveToken + getFunctionEntryPoint, data cells by
      constructStringLiteral / embedClassHandle / getFieldAddress (+ initClass) / ...;
-  3. lay out the allocation: the image's code (and its read-only data at the offset the image
-     chose, so its rip-relative references stay right), then our 8-byte data cells, then our
-     call stubs -- one block from allocMem, so every reference inside it reaches;
+  3. lay out the allocation: the image's code, our call stubs right after it (in room the
+     image left before its read-only data: `make_room_for_stubs`), the read-only data at the
+     offset the image chose (so its rip-relative references stay right), then any 8-byte data
+     cells the image did not place -- one block from allocMem, so every reference inside it
+     reaches;
   4. report: reserveUnwindInfo per range (root + each funclet), allocMem, copy, patch, call
      relocations through recordRelocation, allocUnwindInfo root first then each funclet
      (ROOT / HANDLER / FILTER), allocGCInfo (llilc_eh.gcinfo.for_method), setEHcount +
@@ -24,6 +26,20 @@ inserts one of its own jump stubs when the target is beyond +-2 GB (it knows tho
 would not know ours if a thread were suspended in one). An IAT_PVALUE target (a cell that
 holds the entry point) gets a stub of ours after the code: `mov rax, cell; jmp [rax]` (RAX is
 free at a call: the return register, no argument). Data: cells, filled with absolute values.
+
+The stubs are code the runtime can interrupt, so they are the method's code: inside the code
+size reported to the runtime and the GC info's code length, and under a RUNTIME_FUNCTION of
+their own (a frameless leaf, like our stack probe's: RSP untouched, the return address at
+[RSP]), reported last. Why: on Linux a GC suspends a thread by a signal wherever it runs; at an
+IP of ours that is no safe point CoreCLR 3.1 calls IsIPInProlog, which reads the UNWIND_INFO of
+the RUNTIME_FUNCTION holding the IP (excep.cpp; LazyGetFunctionEntry gives NULL outside every
+one, a debug-only assert). Stubs after the read-only data with no entry crashed the runtime
+(exit 139; tests/target/test_stub_suspension.py). The runtime takes every RUNTIME_FUNCTION after
+the first for a funclet's and does not hijack in a funclet: the suspension is retried. So that
+the read-only data stays where the code's references expect it, the image is linked again
+with room for the stubs between its code and its read-only data (`make_room_for_stubs`, the
+same code and ranges). RyuJIT needs no stub (`call [rip+cell]`): the access type is known only
+here, after the code was made.
 
 Negative controls (`RunConfig.damage`, for tests only): "try-end-short" installs every
 clause with its try end one byte short (the return address of a call that ends a try is then
@@ -58,6 +74,7 @@ from .structs import CORINFO_FLG_JIT_INTRINSIC, CORINFO_FLG_SHAREDINST, CorInfoT
 IMAGE_REL_BASED_REL32 = 0x10          # corinfo.h: recordRelocation's rel32 (jump stub if out of range)
 PVALUE_STUB = bytes.fromhex("48b8") + bytes(8) + bytes.fromhex("ff20")   # mov rax, imm64; jmp [rax]
 STUB_ALIGN = 16
+STUB_SLOT = 16                        # one stub per 16 bytes: 12 of code, 4 of int3
 DAMAGES = ("try-end-short", "no-monitor-clause", "constrained-boxed", "jitee-field-offset", "metadata-field-offset", "no-generic-context",
            "instantiation-int64", "lookup-offset")
 _REL32_EXTRA = {RelocationType.REL32: 0, RelocationType.REL32_1: 1, RelocationType.REL32_2: 2,
@@ -83,13 +100,14 @@ class CallTarget:
 
 @dataclass
 class Layout:
-    """The allocation: [code | read-only data][cells][stubs], offsets from its start."""
+    """The allocation: [code | stubs | read-only data][cells], offsets from its start."""
 
     blob: bytearray
-    code_size: int
+    code_size: int                    # the method's code: the image's, then our stubs
     cells: dict[str, int]             # symbol -> offset of its 8-byte cell
     stubs: dict[str, int]             # symbol -> offset of its PVALUE stub
     relocations: list[tuple[int, int, int]]   # (field offset, target address, addlDelta): recordRelocation
+    stub_range: tuple[int, int] | None = None  # [start, end) of the stubs: their RUNTIME_FUNCTION
 
 
 def compile_and_install(service, jit: JitInfo, info, asm_name: str, token: int, name: str,
@@ -122,11 +140,12 @@ def compile_and_install(service, jit: JitInfo, info, asm_name: str, token: int, 
     values, calls = resolve_externals(jit, info, run, service.method_il)
     if service.config.damage == "constrained-boxed":      # a negative control: every constrained call boxes
         values = {s: 0 if run.reader.externals[s].kind == "constrained-entry" else v for s, v in values.items()}
+    run = make_room_for_stubs(run, calls)
     layout = lay_out(run, values, calls)
     clause_bytes = damaged(run.clause_bytes, service.config.damage)
     context = context_slot(run, generic_context) if shared and service.config.damage != "no-generic-context" \
         else None
-    gc = gc_info(run, kind, context)
+    gc = gc_info(run, kind, context, code_length=layout.code_size)
     entry = report(jit, run, layout, clause_bytes, gc)
     ctypes.c_void_p.from_address(entry_ptr).value = entry
     ctypes.c_uint32.from_address(size_ptr).value = layout.code_size
@@ -434,13 +453,76 @@ def _in_shared_code(jit: JitInfo, info) -> bool:
 
 # -- 3. layout ------------------------------------------------------------------------------------
 
+def _pvalue(calls: dict[str, CallTarget]) -> list[str]:
+    """The call symbols that need a stub of ours (IAT_PVALUE), in the order they are laid out."""
+    return sorted(s for s, c in calls.items() if c.access is InfoAccessType.IAT_PVALUE)
+
+
+def _stubs_start(image) -> int:
+    return -(-len(image.code) // STUB_ALIGN) * STUB_ALIGN
+
+
+def make_room_for_stubs(run, calls: dict[str, CallTarget]):
+    """`run` with an image that has room for our call stubs between its code and its
+    read-only data (module docstring): linked again from the same object with `reserve`
+    (backend.image.link_final_image) -- the same code, ranges and unwind data, only the
+    read-only data further on (so the code's references to it change, nothing else) -- and
+    checked again (verify: every reference against the object). `run` itself when no call
+    needs a stub or there is room already. Other ranges or an image finding is a decline."""
+    stubs = _pvalue(calls)
+    image = run.image
+    if not stubs or _stubs_start(image) + STUB_SLOT * len(stubs) <= image.read_only_data_offset or \
+            not image.read_only_data and not image.cells:
+        return run
+    from dataclasses import replace
+
+    from ..backend.image import link_final_image
+    from ..target import target_named
+    cells = {s for s, e in run.reader.externals.items() if e.cell}
+    reserve = _stubs_start(image) - len(image.code) + STUB_SLOT * len(stubs)
+    try:
+        roomy = link_final_image(run.recovered, run.coff, run.model, run.reader.parent,
+                                 target=target_named(image.target), cells=cells, reserve=reserve)
+    except LlilcEhError as e:
+        raise Declined(f"linking again with room for {len(stubs)} call stub(s): [{e.stage}/{e.kind}] "
+                       f"{e.describe()}") from None
+    # the same code but for the references to the read-only data, which verify() checks
+    if (len(roomy.code), roomy.ranges, roomy.runtime_functions, roomy.unwind_data) != \
+            (len(image.code), image.ranges, image.runtime_functions, image.unwind_data):
+        raise Declined("linking again with room for call stubs changed the code's size or its ranges")
+    findings = roomy.verify()
+    if findings:
+        raise Declined(f"linking again with room for call stubs: image finding {findings[0]}")
+    return replace(run, image=roomy)
+
+
 def lay_out(run, values: dict[str, int], calls: dict[str, CallTarget]) -> Layout:
+    """The allocation's bytes: the image's code; our IAT_PVALUE call stubs right after it
+    (16-aligned, inside the method's code: `code_size` ends with them), in the room the image
+    left before its read-only data (`make_room_for_stubs`; none left is a decline); the
+    read-only data at the image's offset; cells the image did not place; every relocation the
+    installer resolves itself patched, the rest listed for recordRelocation."""
     image = run.image
     blob = bytearray(image.code)
+    code_size = len(image.code)
+    stubs: dict[str, int] = {}
+    pvalue = _pvalue(calls)
+    if pvalue:
+        start = _stubs_start(image)
+        end = start + STUB_SLOT * (len(pvalue) - 1) + len(PVALUE_STUB)
+        if (image.read_only_data or image.cells) and end > image.read_only_data_offset:
+            raise Declined(f"no room for {len(pvalue)} call stub(s) before the read-only data at "
+                           f"{image.read_only_data_offset:#x} (the image was not linked with room for them)")
+        _align(blob, STUB_ALIGN)
+        for symbol in pvalue:
+            _align(blob, STUB_SLOT)
+            stubs[symbol] = len(blob)
+            blob.extend(PVALUE_STUB)
+            struct.pack_into("<Q", blob, stubs[symbol] + 2, calls[symbol].address)
+        code_size = len(blob)
     if image.read_only_data:
         blob.extend(bytes(image.read_only_data_offset - len(blob)))
         blob.extend(image.read_only_data)
-    code_size = len(image.code)
     # the image placed a cell for every data symbol (an ADDR64 relocation at the cell: filled
     # below); a data symbol it left as a rel32 (an older image) gets a cell here
     cells: dict[str, int] = {}
@@ -449,13 +531,6 @@ def lay_out(run, values: dict[str, int], calls: dict[str, CallTarget]) -> Layout
     for symbol in sorted(set(values) - placed):
         cells[symbol] = len(blob)
         blob.extend(struct.pack("<Q", values[symbol]))
-    stubs: dict[str, int] = {}
-    for symbol in sorted(calls):
-        if calls[symbol].access is InfoAccessType.IAT_PVALUE:
-            _align(blob, STUB_ALIGN)
-            stubs[symbol] = len(blob)
-            blob.extend(PVALUE_STUB)
-            struct.pack_into("<Q", blob, stubs[symbol] + 2, calls[symbol].address)
     relocations = []
     for r in image.relocations:
         if r.type == RelocationType.ADDR64 and r.symbol in values:    # a cell the image placed
@@ -472,7 +547,8 @@ def lay_out(run, values: dict[str, int], calls: dict[str, CallTarget]) -> Layout
             relocations.append((r.offset, calls[r.symbol].address, r.addend - extra))
         else:
             raise Declined(f"relocation {r}: nothing resolved for {r.symbol}")
-    return Layout(blob, code_size, cells, stubs, relocations)
+    return Layout(blob, code_size, cells, stubs, relocations,
+                  (min(stubs.values()), code_size) if stubs else None)
 
 
 def _align(blob: bytearray, n: int) -> None:
@@ -501,13 +577,15 @@ def damaged(clause_bytes: bytes, damage: str | None) -> bytes:
     return encode_clauses([replace(c, try_end=c.try_end - 1) for c in decode_clauses(clause_bytes)])
 
 
-def gc_info(run, kind=None, generic_context: tuple[int, int] | None = None) -> bytes:
-    """The GC info of the installed method. Its code length is `len(image.code)`: the main
-    body, the funclets (filters before their handlers), the funclet entry thunks and the
-    stack probe routine -- the image's whole code, which is also the size reported to the
-    runtime; the read-only data the image placed after its code (cells, jump tables) and our
-    call stubs are not code and not counted (FinalImage keeps them apart: read_only_data at
-    read_only_data_offset >= len(code)). `kind`: the method's ReturnKind (`return_kind`).
+def gc_info(run, kind=None, generic_context: tuple[int, int] | None = None,
+            code_length: int | None = None) -> bytes:
+    """The GC info of the installed method. Its code length is the method's code
+    (`code_length`, `Layout.code_size`; default `len(image.code)`): the main body, the
+    funclets (filters before their handlers), the funclet entry thunks, the stack probe
+    routine and our call stubs after them -- which is also the size reported to the runtime;
+    the read-only data the image placed after that (cells, jump tables) is not code and not
+    counted (FinalImage keeps it apart: read_only_data at read_only_data_offset >= the code,
+    with room for the stubs when they exist). `kind`: the method's ReturnKind (`return_kind`).
     Anything the encoder refuses is a decline, never an install of doubtful GC info.
     `generic_context`: (kind, caller-SP offset, prolog size) of shared code's context slot
     (generic.context_slot), reported as GENERICS_INST_CONTEXT_MD / _MT / _THIS."""
@@ -517,13 +595,14 @@ def gc_info(run, kind=None, generic_context: tuple[int, int] | None = None) -> b
     psp = image.filter_constants.psp_slot_offset if image.filter_constants is not None else None
     if has_funclets and psp is None:
         raise Declined("no PSPSym slot found in the parent's code (GC info needs it)")
+    length = len(image.code) if code_length is None else code_length
     covered = [r.end for r in image.ranges]
     if image.stack_probe is not None:
         from ..backend.relink import STACK_PROBE_CODE
         covered.append(image.stack_probe + len(STACK_PROBE_CODE))
-    if max(covered, default=0) > len(image.code) or (image.read_only_data and
-                                                     image.read_only_data_offset < len(image.code)):
-        raise Declined(f"the image's code ({len(image.code)} bytes) does not hold its ranges and probe "
+    if max(covered, default=0) > length or length < len(image.code) or \
+            (image.read_only_data and image.read_only_data_offset < length):
+        raise Declined(f"the method's code ({length} bytes) does not hold its ranges and probe "
                        "apart from its read-only data: GC info's code length would not be the method's")
     frame = image.ranges[0].unwind.frame_register or None
     try:
@@ -533,10 +612,10 @@ def gc_info(run, kind=None, generic_context: tuple[int, int] | None = None) -> b
             from ..gcinfo import GenericsInstContextKind
             from ..gcinfo.codec import encode, method_info
             context, offset, prolog = generic_context
-            return encode(replace(method_info(len(image.code), psp, frame, has_funclets, return_kind=kind),
+            return encode(replace(method_info(length, psp, frame, has_funclets, return_kind=kind),
                                   generics_inst_context=GenericsInstContextKind[context.upper()],
                                   generics_inst_context_offset=offset, prolog_size=prolog))
-        return for_method(len(image.code), psp, frame, has_funclets, return_kind=kind)
+        return for_method(length, psp, frame, has_funclets, return_kind=kind)
     except GcInfoError as e:
         raise Declined(f"[gcinfo/{e.kind}] {e}") from None
 
@@ -576,9 +655,35 @@ def return_kind(ee, token: int):
 
 # -- 4. report to the runtime ---------------------------------------------------------------------
 
+def unwind_records(run, layout: Layout) -> list:
+    """What allocUnwindInfo gets: the image's records (root, funclets, our stack probe), then
+    one for our call stubs when there are any -- a frameless leaf (module docstring), HANDLER
+    as every record after the root (CoreCLR 3.1 tells only ROOT from the rest)."""
+    from ..backend.relink import PROBE_UNWIND
+    from ..pipeline import UnwindKind, UnwindRecord
+    records = run.unwind_records()
+    if layout.stub_range is not None:
+        records.append(UnwindRecord(UnwindKind.HANDLER, None, *layout.stub_range, PROBE_UNWIND, True))
+    return records
+
+
+def uncovered(layout: Layout, records) -> list[int]:
+    """Offsets of the method's code (`layout.code_size`) that are no int3 padding and that no
+    unwind record holds: code the runtime could interrupt without a RUNTIME_FUNCTION (module
+    docstring). Empty when sound."""
+    from ..backend.relink import PADDING_BYTE
+    held = bytearray(layout.code_size)
+    for r in records:
+        held[r.start:min(r.end, layout.code_size)] = b"\x01" * (min(r.end, layout.code_size) - r.start)
+    return [i for i in range(layout.code_size) if not held[i] and layout.blob[i] != PADDING_BYTE]
+
+
 def report(jit: JitInfo, run, layout: Layout, clause_bytes: bytes, gc: bytes) -> int:
     from ..pipeline import UnwindKind
-    records = run.unwind_records()
+    records = unwind_records(run, layout)
+    loose = uncovered(layout, records)
+    if loose:      # before the first call to the runtime: nothing reported yet
+        raise Declined(f"{len(loose)} byte(s) of code in no RUNTIME_FUNCTION, the first at {loose[0]:#x}")
     clause_count = len(clause_bytes) // 24
     for r in records:
         jit.reserve_unwind_info(r.kind is not UnwindKind.ROOT, len(r.data))
@@ -598,4 +703,4 @@ def report(jit: JitInfo, run, layout: Layout, clause_bytes: bytes, gc: bytes) ->
 
 
 __all__ = ["DAMAGES", "Layout", "compile_and_install", "damaged", "gc_info", "helper_numbers", "lay_out",
-           "resolve_externals", "return_kind"]
+           "make_room_for_stubs", "resolve_externals", "return_kind", "uncovered", "unwind_records"]

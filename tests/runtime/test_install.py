@@ -17,7 +17,10 @@ from llilc_eh.backend.coff import RelocationType
 from llilc_eh.clauses.generate import decode_clauses
 from llilc_eh.pipeline import Pipeline
 from llilc_eh.reader.translate import Options
-from llilc_eh.runtime.install import CallTarget, damaged, lay_out
+from llilc_eh.gcinfo import ReturnKind, decode
+from llilc_eh.runtime.install import (CallTarget, damaged, gc_info, lay_out, make_room_for_stubs, uncovered,
+                                      unwind_records)
+from llilc_eh.runtime.service import Declined
 from llilc_eh.runtime.structs import InfoAccessType
 from llilc_eh.target import LINUX_X64
 
@@ -65,20 +68,56 @@ def test_value_calls_go_to_record_relocation(local_run):
 
 
 def test_pvalue_calls_reach_a_stub_that_jumps_through_the_cell(local_run):
+    """A stub is the method's code: right after the image's code, before the read-only data
+    (the image linked again with room for it), inside `code_size` and under a leaf
+    RUNTIME_FUNCTION of its own, reported last -- the runtime may interrupt a thread there."""
     symbol = next(s for s, e in local_run.reader.externals.items() if e.kind == "method")
     values, calls = _fake_resolution(local_run, {symbol})
-    layout = lay_out(local_run, values, calls)
+    roomy = make_room_for_stubs(local_run, calls)
+    image, before = roomy.image, local_run.image
+    assert (len(image.code), image.ranges, image.runtime_functions) == \
+        (len(before.code), before.ranges, before.runtime_functions)
+    assert image.read_only_data_offset > before.read_only_data_offset and not image.verify()
+    # only the code's references to the read-only data (cells included) changed
+    to_data = {i for f in image.fixups if f.site < len(image.code) and f.target >= image.read_only_data_offset
+               for i in range(f.site, f.site + f.size)}
+    differ = {i for i in range(len(image.code)) if image.code[i] != before.code[i]}
+    assert differ and differ <= to_data
+    layout = lay_out(roomy, values, calls)
     stub = layout.stubs[symbol]
-    assert stub >= layout.code_size and stub % 16 == 0
+    assert len(image.code) <= stub < stub + 12 == layout.code_size <= image.read_only_data_offset
+    assert stub % 16 == 0 and layout.stub_range == (stub, stub + 12)
     md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
     insns = list(md.disasm(bytes(layout.blob[stub:stub + 12]), stub))
     assert [(i.mnemonic, i.op_str) for i in insns] == [("movabs", f"rax, 0x{calls[symbol].address:x}"),
                                                       ("jmp", "qword ptr [rax]")]
-    for r in local_run.image.relocations:
+    for r in image.relocations:
         if r.symbol == symbol:
             field = struct.unpack_from("<i", layout.blob, r.offset)[0]
             assert r.offset + 4 + field - r.addend == stub       # call rel32 lands on the stub
+        elif r.type == RelocationType.ADDR64:                     # cells moved with the read-only data
+            assert struct.unpack_from("<Q", layout.blob, r.offset)[0] == values[r.symbol]
     assert all(target != calls[symbol].address for _, target, _ in layout.relocations)
+    records = unwind_records(roomy, layout)
+    last = records[-1]
+    assert (last.start, last.end, last.funclet, last.info.prolog_size, last.info.codes) == (stub, stub + 12, None, 0, ())
+    assert uncovered(layout, records) == []
+    gc = decode(gc_info(roomy, ReturnKind.OBJECT, code_length=layout.code_size))
+    assert gc.code_length == layout.code_size
+
+
+def test_a_stub_without_room_or_entry_is_caught(local_run):
+    """Negative controls: the image as the pipeline linked it has no room before its read-only
+    data -- laying a stub out there is a decline, not a stub over the data; and a stub whose
+    RUNTIME_FUNCTION is left out is code no entry holds (what crashed the runtime)."""
+    symbol = next(s for s, e in local_run.reader.externals.items() if e.kind == "method")
+    values, calls = _fake_resolution(local_run, {symbol})
+    with pytest.raises(Declined, match="no room for 1 call stub"):
+        lay_out(local_run, values, calls)
+    roomy = make_room_for_stubs(local_run, calls)
+    layout = lay_out(roomy, values, calls)
+    stub = layout.stubs[symbol]
+    assert uncovered(layout, roomy.unwind_records()) == list(range(stub, stub + 12))
 
 
 def test_damaged_table_moves_every_try_end_by_one(local_run):
@@ -92,7 +131,8 @@ def test_damaged_table_moves_every_try_end_by_one(local_run):
 
 def test_gc_info_covers_the_code_and_not_the_read_only_data(local_run):
     """The GC info's code length is the image's code -- main body, funclets, thunks (and the
-    probe when placed) -- not the read-only data after it nor our call stubs."""
+    probe when placed; our call stubs when there are any, test above) -- not the read-only data
+    after it."""
     from llilc_eh.gcinfo import ReturnKind, decode
     from llilc_eh.runtime.install import gc_info
     image = local_run.image
