@@ -85,6 +85,10 @@ class JitEEInterface(Protocol):
         """Offsets of the object references inside a value type (per-field write barriers);
         None when its layout cannot be walked."""
 
+    def is_nullable(self, sig: TypeSig) -> bool:
+        """Whether a type is System.Nullable<T>: its unbox goes through CORINFO_HELP_UNBOX_NULLABLE
+        (a null reference unboxes to a Nullable without a value), as the runtime's getUnBoxHelper says."""
+
     # -- fields and methods ------------------------------------------------------------------
     def field(self, token: int) -> FieldInfo:
         """A FieldDef or field MemberRef: type, static or not, offset, symbols."""

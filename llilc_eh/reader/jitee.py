@@ -223,6 +223,14 @@ class JitEE(CoreClrLayout, JitEEInterface):
         from .abi import walk_reference_offsets
         return walk_reference_offsets(self, sig)
 
+    def is_nullable(self, sig: TypeSig) -> bool:
+        """Whether `sig` (a bound generic parameter too) is the core library's System.Nullable<T>."""
+        rt = self._rt(self._main, sig)
+        if not isinstance(rt, _Named) or not rt.value_type or len(rt.args) != 1:
+            return False
+        module, rid = self._resolve(rt.module, rt.token)
+        return module.is_corelib and module.type_ns_name((TokenKind.TYPE_DEF << 24) | rid) == ("System", "Nullable`1")
+
     def token_type(self, token: int) -> TypeSig:
         """A TypeDef/TypeRef/TypeSpec operand as a type: `class X` or `valuetype X` (resolving a
         TypeRef to learn which), or the TypeSpec's signature."""

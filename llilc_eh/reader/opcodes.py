@@ -1313,6 +1313,18 @@ class BlockTranslator:
         if ins.op.name == "unbox.any" and self.tr.ee.stack_kind(sig) is StackKind.OBJ:
             self.push("obj", self.helper("CORINFO_HELP_CHKCASTANY", [f"ptr {cls}", f"ptr {obj.op}"]))
             return
+        if self.tr.ee.is_nullable(sig):
+            # a Nullable<T> (III.4.32-33): null unboxes to one without a value, a boxed T to one
+            # with it -- the runtime's helper fills a temporary (as RyuJIT; CORINFO_HELP_UNBOX
+            # threw NullReferenceException on null: `(T)o` of an exact M<int?>)
+            size, align = self.tr.ee.size_and_align(sig)
+            tmp = self.temp(f"[{size} x i8]", max(align, 8))
+            self.helper("CORINFO_HELP_UNBOX_NULLABLE", [f"ptr {tmp}", f"ptr {cls}", f"ptr {obj.op}"])
+            if ins.op.name == "unbox":
+                self.push("byref", tmp)
+            else:
+                self.load_sig(tmp, sig)
+            return
         addr = self.known(self.helper("CORINFO_HELP_UNBOX", [f"ptr {cls}", f"ptr {obj.op}"]))
         if ins.op.name == "unbox":
             self.push("byref", addr)

@@ -268,6 +268,23 @@ class RuntimeJitEE(JitEEInterface):
         self._record("GC layout", f"0x{token:08X}", md, runtime)
         return runtime
 
+    def is_nullable(self, sig: TypeSig) -> bool:
+        md = self.metadata.is_nullable(sig)
+        token = self._type_token(sig)
+        if token is None:
+            return md
+
+        def unbox_helper():
+            from .install import helper_numbers
+            helper = self._require().trapped("getUnBoxHelper", self._class(token)) & 0xFFFFFFFF
+            return helper == helper_numbers()["CORINFO_HELP_UNBOX_NULLABLE"]
+        runtime = self._ask("nullable", token, unbox_helper)
+        if isinstance(runtime, _Refused):
+            self._record("nullable", f"0x{token:08X}", md, str(runtime))
+            return md
+        self._record("nullable", f"0x{token:08X}", md, runtime)
+        return runtime
+
     # -- fields and methods --------------------------------------------------------------------------
 
     def field(self, token: int):

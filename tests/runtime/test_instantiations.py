@@ -31,6 +31,9 @@ INSTANTIATIONS = {
     "Growing`1<int32>::Add", "Growing`1<Measure>::Add", "Growing`1<int32>::Get", "Growing`1<Measure>::Get",
     "Program/<Checked>c__Iterator0`1<int32>::MoveNext", "Program/<Checked>c__Iterator0`1<int64>::MoveNext",
     "Registry`1<int32>::Note", "Registry`1<Measure>::Note", "Registry`1<int64>::Note",
+    # generic value types as arguments; unbox.any of a Nullable (null -> no value: UNBOX_NULLABLE)
+    "Program::Unbox<System.Nullable`1<int32>>", "Program::Unbox<System.Nullable`1<int64>>", "Program::Unbox<int32>",
+    "Program::Describe<System.Nullable`1<int32>>", "Program::Describe<System.Collections.Generic.KeyValuePair`2<int32,int64>>",
 }
 FRAMEWORK_INSTANTIATIONS = {
     "System.String::JoinCore<int32>", "System.Linq.Enumerable::Count<int32>",

@@ -170,6 +170,21 @@ static class Program
         }
     }
 
+    // unbox.any !!0 over Nullable<T>: null gives a Nullable without a value (CORINFO_HELP_UNBOX_NULLABLE)
+    static T Unbox<T>(object o)
+    {
+        try
+        {
+            return (T)o;
+        }
+        catch (InvalidCastException)
+        {
+            Console.WriteLine("Unbox<" + typeof(T).Name + "> of " + (o == null ? "null" : o.GetType().Name)
+                              + ": InvalidCastException");
+            return default(T);
+        }
+    }
+
     // an iterator over T (its MoveNext is a method of a generic class) with a catch inside
     static IEnumerable<T> Checked<T>(T[] xs, int bad)
     {
@@ -265,6 +280,11 @@ static class Program
         var sorted = new[] { new Ordered(5), new Ordered(-2), new Ordered(9), new Ordered(0) };
         Array.Sort(sorted);
         Console.WriteLine("Sorted: " + string.Join(" ", sorted.Select(o => o.Key)));
+
+        int? none = Unbox<int?>(null);
+        Console.WriteLine("Unbox: " + none.HasValue + " " + Unbox<int?>(3) + " " + Unbox<long?>(9L) + " "
+                          + Unbox<int>(4) + " " + Unbox<int?>("x")
+                          + " " + Describe<int?>(8, 2) + " " + Describe(new KeyValuePair<int, long>(1, 2), 3));
 
         Registry<int>.Note(5, false);
         Registry<int>.Note(6, true);
