@@ -227,10 +227,18 @@ def bind_instantiation(ee, token: int, inst: Instantiation | None, file_of, dama
 
 
 def _arity(asm, owner_token: int) -> int:
-    table = asm.pe.net.mdtables.GenericParam
-    kind = "MethodDef" if owner_token >> 24 == 0x06 else "TypeDef"
-    return sum(1 for row in (table.rows if table is not None else ())
-               if type(row.Owner.table).__name__ == kind and row.Owner.row_index == owner_token & 0xFFFFFF)
+    """How many generic parameters a TypeDef or MethodDef token of `asm` declares (the
+    GenericParam table counted once per assembly)."""
+    counts = getattr(asm, "_llilc_generic_arity", None)
+    if counts is None:
+        table = asm.pe.net.mdtables.GenericParam
+        counts = {}
+        for row in (table.rows if table is not None else ()):
+            kind = 0x06 if type(row.Owner.table).__name__ == "MethodDef" else 0x02
+            key = kind << 24 | row.Owner.row_index
+            counts[key] = counts.get(key, 0) + 1
+        asm._llilc_generic_arity = counts
+    return counts.get(owner_token, 0)
 
 
 __all__ = ["DAMAGE", "INSTANCE_REASON", "bind_instantiation", "Instantiation", "METHOD_INFO_WITH_SIGS", "TypeArg", "exact_instantiation",
