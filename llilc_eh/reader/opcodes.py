@@ -712,18 +712,18 @@ class BlockTranslator:
         if ins.op.flow is Flow.BRANCH:
             self.goto(target)
             return
+        negated = False
         if stem in ("brtrue", "brfalse", "brinst", "brnull", "brzero"):
             c = self.truth(self.pop(ins.offset))
-            if stem == "brfalse":
-                n = self.v("cond")
-                self.emit(f"{n} = xor i1 {c}, true")
-                c = n
+            negated = stem == "brfalse"     # the targets swapped: no `xor i1 c, true`
         else:
             b, a = self.pop(ins.offset), self.pop(ins.offset)
             c = self.compare(a, b, stem, ins.offset)
         shape = self.tr._spill_stack(self.block, self.ctx, self.stack)
         t = self.tr._enqueue(target, self.ctx, shape)
         f = self.tr._enqueue(ins.end, self.ctx, shape)
+        if negated:
+            t, f = f, t
         self.block.terminate(f"br i1 {c}, label %{t}, label %{f}")
 
     def switch(self, ins):
