@@ -16,8 +16,9 @@ are the same whoever asks and stay shared.
 
 A type argument arrives as a plain description (no runtime objects in the reader):
 ("primitive", ElementType name), ("class",) -- an object reference --, or ("valuetype", file,
-namespace, name, (arguments...)) for a value class of any assembly (found by file, so that a
-`List<MyStruct>` compiled in CoreLib's pipeline can lay out the program's struct).
+namespace, name, (arguments...)[, (enclosing type names...)]) for a value class of any assembly
+(found by file, so that a `List<MyStruct>` compiled in CoreLib's pipeline can lay out the
+program's struct; a nested one through its enclosing types, its name alone being ambiguous).
 """
 
 from __future__ import annotations
@@ -60,9 +61,9 @@ def type_of(ts, desc: tuple):
         return _Prim(ElementType.OBJECT)
     if kind != "valuetype":
         raise ReaderError(f"type argument {desc!r}: unknown kind", kind="bad-instantiation")
-    _, path, namespace, name, args = desc
+    _, path, namespace, name, args, *nesting = desc
     module = _module_at(ts, path)
-    rid = _typedef(module, namespace, name)
+    rid = _nested(module, namespace, nesting[0], name) if nesting and nesting[0] else _typedef(module, namespace, name)
     return _Named(module, (TokenKind.TYPE_DEF << 24) | rid, True, tuple(type_of(ts, a) for a in args))
 
 
@@ -72,6 +73,18 @@ def _module_at(ts, path: str) -> _Module:
     if module is None:
         module = ts._modules[real] = _Module(ts._binder.assembly(Path(path)))
     return module
+
+
+def _nested(module: _Module, namespace: str, enclosing: tuple, name: str) -> int:
+    """The TypeDef rid of `namespace.Outer/.../name` in `module`."""
+    rid = 0
+    for i, part in enumerate((*enclosing, name)):
+        found = module.find_typedef(namespace if i == 0 else "", part, rid)
+        if found is None:
+            raise ReaderError(f"type argument {namespace + '.' if namespace else ''}{'/'.join((*enclosing, name))}: "
+                              f"no type {part} in {module.name}", kind="bad-instantiation")
+        rid = found
+    return rid
 
 
 def _typedef(module: _Module, namespace: str, name: str) -> int:

@@ -37,6 +37,7 @@ from .structs import CORINFO_METHOD_INFO
 
 INSTANCE_REASON = "generic method or method of a generic type"     # the decline class of this module
 _MAX_DEPTH = 8
+_MAX_ARGS = 64
 
 
 class CORINFO_SIG_INST(ctypes.Structure):
@@ -92,11 +93,13 @@ class TypeArg:
     namespace: str = ""
     name: str = ""
     args: tuple["TypeArg", ...] = ()
+    enclosing: tuple[str, ...] = ()  # a nested type's enclosing types, outermost first (its namespace is theirs)
 
     def __str__(self) -> str:
         if self.kind == "primitive":
             return _TEXT[self.element]
-        text = f"{self.namespace}.{self.name}" if self.namespace else self.name
+        name = "/".join(self.enclosing + (self.name,))
+        text = f"{self.namespace}.{name}" if self.namespace else name
         if self.args:
             text += "<" + ",".join(str(a) for a in self.args) + ">"
         return text if self.kind == "valuetype" else f"class {text}"
@@ -150,20 +153,42 @@ def type_arg(jit, cls: int, depth: int = 0, shared: bool = False) -> TypeArg:
         raise Declined(f"{INSTANCE_REASON}: type argument {namespace}.{name} is CorInfoType {corinfo:#x}")
     module = jit.trapped("getClassModule", cls)
     assembly = jit.assembly_name(jit.module_assembly(module))
+    enclosing: tuple[str, ...] = ()
+    if not namespace:     # nested (getClassNameFromMetadata names it alone), or no namespace at all
+        namespace, enclosing = _nesting(jit, cls, name)
     return TypeArg("valuetype", assembly=assembly, namespace=namespace, name=name,
-                   args=_instantiation_args(jit, cls, depth, shared))
+                   args=_instantiation_args(jit, cls, depth, shared), enclosing=enclosing)
+
+
+_NAME_BUFFER = 4096      # UTF-16 units for appendClassName
+
+
+def _nesting(jit, cls: int, name: str) -> tuple[str, tuple[str, ...]]:
+    """(namespace, enclosing type names outermost first) of a value class, from the runtime's
+    full name (appendClassName with the namespace: `Ns.Outer+Inner[args]`): a nested type's name
+    alone is ambiguous (CoreLib has nine `Enumerator`s, a program two `Item`s)."""
+    buf = (ctypes.c_uint16 * _NAME_BUFFER)()
+    cursor, room = ctypes.c_void_p(ctypes.addressof(buf)), ctypes.c_int(_NAME_BUFFER)
+    jit.trapped("appendClassName", ctypes.addressof(cursor), ctypes.addressof(room), cls, 1, 0, 0)
+    units = list(buf)
+    text = bytes(memoryview(buf)).decode("utf-16-le")[:units.index(0) if 0 in units else _NAME_BUFFER]
+    parts = text.split("[", 1)[0].split("+")
+    if len(parts) < 2 or parts[-1] != name:
+        return "", ()
+    namespace, _, outermost = parts[0].rpartition(".")
+    return namespace, (outermost, *parts[1:-1])
 
 
 def _instantiation_args(jit, cls: int, depth: int, shared: bool = False) -> tuple[TypeArg, ...]:
     """A generic class's own arguments, by getTypeInstantiationArgument until it gives none
     (the count is its name's arity, `Name`N`)."""
-    ns_out = ctypes.c_char_p()
-    name = _string(jit, jit.trapped("getClassNameFromMetadata", cls, ctypes.addressof(ns_out)))
-    _, tick, arity = name.rpartition("`")
-    if not tick or not arity.isdigit():
-        return ()
-    return tuple(type_arg(jit, jit.trapped("getTypeInstantiationArgument", cls, i), depth + 1, shared)
-                 for i in range(int(arity)))
+    out = []
+    for i in range(_MAX_ARGS):
+        arg = jit.trapped("getTypeInstantiationArgument", cls, i)
+        if not arg:       # past the last (a nested type of a generic type has its parent's too, no `N)
+            break
+        out.append(type_arg(jit, arg, depth + 1, shared))
+    return tuple(out)
 
 
 def sig_instantiation(info_ptr: int) -> tuple[list[int], list[int]]:
@@ -216,7 +241,8 @@ def bind_instantiation(ee, token: int, inst: Instantiation | None, file_of, dama
         path = file_of(arg.assembly)
         if path is None:
             raise Declined(f"{INSTANCE_REASON}: type argument {arg}: assembly {arg.assembly!r} has no file")
-        return ("valuetype", str(path), arg.namespace, arg.name, tuple(describe(a) for a in arg.args))
+        return ("valuetype", str(path), arg.namespace, arg.name, tuple(describe(a) for a in arg.args),
+                arg.enclosing)
     from ..errors import LlilcEhError
     try:
         ee.bind_instantiation(token, tuple(describe(a) for a in inst.class_args),

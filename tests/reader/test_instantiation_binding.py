@@ -27,6 +27,8 @@ public struct Pair<T> { public T A; public T B; public int Tag;
 public struct Wide { public long X; public byte Y; public string S; }
 public struct Awaits { public int State; public System.Runtime.CompilerServices.YieldAwaitable.YieldAwaiter W; public object O; }
 public static class G { public static T Id<T>(T x) { try { return x; } finally { } } }
+public class O { public struct In { public int X; } }
+public class P { public struct In { public long Y; public long Z; } }
 """
 CORELIB = Path.home() / ".cache/llilc-eh/corpus/dotnetcore2-3.1.23/dotnetcore2/bin/shared/Microsoft.NETCore.App/3.1.23/System.Private.CoreLib.dll"
 I4, I8 = ("primitive", "I4"), ("primitive", "I8")
@@ -98,3 +100,18 @@ def test_generic_method_binding(lib):
     assert m.llvm_return == "double" and m.llvm_params == ("double",)
     ee.bind_instantiation(None)
     assert ee.compiled_method(ident & 0xFFFFFF).llvm_return == "ptr"
+
+
+def test_nested_value_type_found_through_its_enclosing_type(lib):
+    """The runtime names a nested type alone; two of one name are told apart by the enclosing
+    chain the runtime side reads (appendClassName); without it the binding is refused by name."""
+    asm = Assembly(lib)
+    ee = JitEE(asm, framework="netcore")
+    ident = _method(asm, "G::Id")
+    sizes = {}
+    for outer in ("O", "P"):
+        ee.bind_instantiation(ident, (), (("valuetype", str(lib), "", "In", (), (outer,)),))
+        sizes[outer] = ee.type_info(GenericVar(0, True)).size
+    assert sizes == {"O": 4, "P": 16}
+    with pytest.raises(ReaderError, match="2 types of that name"):
+        ee.bind_instantiation(ident, (), (("valuetype", str(lib), "", "In", ()),))

@@ -34,6 +34,9 @@ INSTANTIATIONS = {
     # generic value types as arguments; unbox.any of a Nullable (null -> no value: UNBOX_NULLABLE)
     "Program::Unbox<System.Nullable`1<int32>>", "Program::Unbox<System.Nullable`1<int64>>", "Program::Unbox<int32>",
     "Program::Describe<System.Nullable`1<int32>>", "Program::Describe<System.Collections.Generic.KeyValuePair`2<int32,int64>>",
+    # nested value types: Left/Item and Right/Item (one name), List<int>'s Enumerator (CoreLib has nine)
+    "Program::Describe<Left/Item>", "Program::Describe<Right/Item>",
+    "Program::Describe<System.Collections.Generic.List`1/Enumerator<int32>>",
 }
 FRAMEWORK_INSTANTIATIONS = {
     "System.String::JoinCore<int32>", "System.Linq.Enumerable::Count<int32>",

@@ -55,6 +55,10 @@ struct Named
     public override string ToString() { return Name + "#" + Id; }
 }
 
+// two nested value types of one name: a type argument the runtime names without its enclosing type
+class Left { public struct Item { public int A; public override string ToString() { return "Left.Item " + A; } } }
+class Right { public struct Item { public long B; public string S; public override string ToString() { return "Right.Item " + B + S; } } }
+
 struct Ordered : IComparable<Ordered>
 {
     public int Key;
@@ -285,6 +289,10 @@ static class Program
         Console.WriteLine("Unbox: " + none.HasValue + " " + Unbox<int?>(3) + " " + Unbox<long?>(9L) + " "
                           + Unbox<int>(4) + " " + Unbox<int?>("x")
                           + " " + Describe<int?>(8, 2) + " " + Describe(new KeyValuePair<int, long>(1, 2), 3));
+
+        var items = new List<int> { 4, 5 };
+        Console.WriteLine("Nested: " + Describe(new Left.Item { A = 1 }, 1) + " " + Describe(new Right.Item { B = 2, S = "x" }, 0)
+                          + " " + Describe(items.GetEnumerator(), 2));
 
         Registry<int>.Note(5, false);
         Registry<int>.Note(6, true);
