@@ -193,4 +193,20 @@ ExceptionHandlingPayload = Struct(
     "clr_instance_id" / Int16ul,
 )
 
+# ILStubGenerated (id 88, template ILStubGenerated, keyword Interop 0x2000): a stub the runtime
+# generated, the method it marshals for, and its IL as text (with its EH clauses as `.try` lines)
+ILStubGeneratedPayload = Struct(
+    "clr_instance_id" / Int16ul,
+    "module_id" / Int64ul,
+    "stub_method_id" / Int64ul,
+    "stub_flags" / Int32ul,      # ILStubGeneratedFlagsMap: 0x1 reverse, 0x2 COM, 0x8 delegate, 0x10 vararg
+    "managed_token" / Int32ul,
+    "managed_namespace" / CString("utf_16_le"),
+    "managed_name" / CString("utf_16_le"),
+    "managed_signature" / CString("utf_16_le"),
+    "native_signature" / CString("utf_16_le"),
+    "stub_signature" / CString("utf_16_le"),
+    "stub_il" / CString("utf_16_le"),
+)
+
 __all__ = [n for n in dir() if n[0].isupper() and not n.startswith("_")]

@@ -38,6 +38,11 @@ session captures one per event) is in its code -- and its native
 clauses (`handlers`: kind and handler offset) -- a finally and a fault both raise
 ExceptionFinallyStart, the handler's address tells them apart in our methods; in RyuJIT's
 they are counted together ("finally or fault").
+
+The session also takes the Interop keyword (0x2000): ILStubGenerated names every IL stub the
+runtime generated during the run, the method it marshals for and its IL as text -- the
+report's `il_stubs` (with the number of EH clauses each has), which says what the "IL stub"
+declines are (docs/runtime.md, "IL stubs").
 """
 
 from __future__ import annotations
@@ -53,8 +58,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .eventpipe_structs import (IPC_HEADER_SIZE, CollectTracing2, ErrorReply, IpcHeader, SessionIdReply,
-                                StopTracing, ExceptionHandlingPayload, ExceptionThrownPayload)
+from .eventpipe_structs import (IPC_HEADER_SIZE, CollectTracing2, ErrorReply, ExceptionHandlingPayload,
+                                ExceptionThrownPayload, ILStubGeneratedPayload, IpcHeader, SessionIdReply, StopTracing)
 from .nettrace import NettraceError, Trace, read
 
 HOOK_SOURCE = Path(__file__).with_name("exception_hook.cs")
@@ -62,6 +67,7 @@ HOOK_FDS_ENV = "LLILC_EH_HOOK_FDS"
 
 RUNTIME_PROVIDER = "Microsoft-Windows-DotNETRuntime"
 EXCEPTION_KEYWORD = 0x8000
+INTEROP_KEYWORD = 0x2000      # ILStubGenerated: which IL stubs the run made, with or without EH
 LEVEL_INFORMATIONAL = 4
 COMMAND_SET_EVENTPIPE, COMMAND_SET_SERVER = 0x02, 0xFF
 COMMAND_STOP_TRACING, COMMAND_COLLECT_TRACING2 = 0x01, 0x03
@@ -70,6 +76,8 @@ FORMAT_NETTRACE = 1
 
 EVENT_EXCEPTION_THROWN = 80
 EVENT_CATCH_START, EVENT_FINALLY_START, EVENT_FILTER_START = 250, 252, 254
+EVENT_IL_STUB_GENERATED = 88
+STUB_FLAGS = ((0x1, "reverse"), (0x2, "COM"), (0x8, "delegate"), (0x10, "vararg"), (0x20, "unmanaged callee"))
 RETHROWN_FLAG = 0x4
 
 SOCKET_WAIT = 30.0       # s: the socket file appears before managed code runs; a loaded machine is slow
@@ -153,7 +161,7 @@ class Session:
             self.sock.connect(path)
             _send(self.sock, COMMAND_SET_EVENTPIPE, COMMAND_COLLECT_TRACING2, CollectTracing2.build({
                 "circular_buffer_mb": 256, "format": FORMAT_NETTRACE, "rundown": False,
-                "providers": [{"keywords": EXCEPTION_KEYWORD, "level": LEVEL_INFORMATIONAL,
+                "providers": [{"keywords": EXCEPTION_KEYWORD | INTEROP_KEYWORD, "level": LEVEL_INFORMATIONAL,
                                "name": RUNTIME_PROVIDER, "filter": None}]}))
             self.session_id = _reply(self.sock)
         except OSError as e:
@@ -345,7 +353,7 @@ HANDLER_KINDS = ("catch", "filter", "finally", "fault")
 def count(watch: Watch, compiled: list[dict]) -> dict:
     """The report's `exceptions`: thrown and handlers run, in our methods and in all, by method
     of ours, and the control. Deterministic (sorted by name)."""
-    out: dict = {"thrown": None, "thrown_ours": None, "rethrown": None,
+    out: dict = {"il_stubs": None, "thrown": None, "thrown_ours": None, "rethrown": None,
                  "handlers": None, "handlers_ours": None, "by_method": [],
                  "first_chance": watch.first_chance, "lost": None, "sequence_gaps": None, "ending": watch.ending,
                  "complete": False, "problems": list(watch.problems)}
@@ -367,6 +375,7 @@ def count(watch: Watch, compiled: list[dict]) -> dict:
         per.setdefault(key, {k: 0 for k in ("thrown", *HANDLER_KINDS)})[kind] += 1
 
     thrown = thrown_ours = rethrown = unplaced = 0
+    stubs: list[dict] = []
     handlers = {"catch": 0, "filter": 0, "finally or fault": 0}
     ours = {k: 0 for k in HANDLER_KINDS}
     for e in trace.events:
@@ -386,6 +395,12 @@ def count(watch: Watch, compiled: list[dict]) -> dict:
             if owner is not None:
                 thrown_ours += 1
                 tally(owner, "thrown")
+        elif e.event_id == EVENT_IL_STUB_GENERATED:
+            p = ILStubGeneratedPayload.parse(e.payload)
+            kind = "+".join(n for bit, n in STUB_FLAGS if p.stub_flags & bit) or "forward P/Invoke"
+            stubs.append({"for": f"{p.managed_namespace}::{p.managed_name}", "kind": kind,
+                          "eh_clauses": sum(1 for ln in p.stub_il.splitlines() if ln.lstrip().startswith(".try")),
+                          "signature": p.managed_signature})
         elif e.event_id in (EVENT_CATCH_START, EVENT_FINALLY_START, EVENT_FILTER_START):
             p = ExceptionHandlingPayload.parse(e.payload)
             kind = {EVENT_CATCH_START: "catch", EVENT_FILTER_START: "filter"}.get(e.event_id, "finally or fault")
@@ -404,7 +419,8 @@ def count(watch: Watch, compiled: list[dict]) -> dict:
     out.update({"thrown": thrown, "thrown_ours": thrown_ours, "rethrown": rethrown,
                 "handlers": handlers, "handlers_ours": ours,
                 "by_method": [{"method": k, **v} for k, v in sorted(per.items())],
-                "sequence_gaps": trace.sequence_gaps, "complete": trace.complete})
+                "sequence_gaps": trace.sequence_gaps, "complete": trace.complete,
+                "il_stubs": sorted(stubs, key=lambda d: (d["for"], d["signature"], d["kind"]))})
     if watch.first_chance is not None:
         out["lost"] = watch.first_chance - thrown
     return out
@@ -428,6 +444,11 @@ def summary_lines(ex: dict) -> list[str]:
         lines.append(f"    control: {ex['first_chance']} first-chance exception(s) in process, {ex['thrown']} "
                      f"ExceptionThrown events received: lost {ex['lost']} event(s)"
                      f" ({ex['sequence_gaps']} sequence gap(s) in the stream)")
+    stubs = ex.get("il_stubs") or []
+    if stubs:
+        with_eh = sorted({d["for"] for d in stubs if d["eh_clauses"]})
+        lines.append(f"  IL stubs the runtime generated: {len(stubs)}, {sum(1 for d in stubs if d['eh_clauses'])} "
+                     "with EH" + (f" ({', '.join(with_eh)})" if with_eh else ""))
     if ex.get("ending") == "unhandled exception":
         lines.append("    the program ended by an unhandled exception (the session was stopped before it died)")
     lines.extend(f"    {p}" for p in ex.get("problems") or [])

@@ -108,6 +108,12 @@ def test_workload_under_all_eh_equals_ryujit(workloads, run_captured, monkeypatc
     assert (ex["thrown"], ex["first_chance"], ex["lost"], ex["sequence_gaps"], ex["complete"]) == \
         (printed, printed, 0, 0, True), ex
     assert ex["handlers_ours"]["catch"] == CATCHES_OURS[name], ex
+    # what the IL stub declines are: the stubs with EH the session saw generated are forward
+    # P/Invoke marshalling stubs (a SafeHandle's AddRef/Release try/finally), each one declined
+    stub_declines = sum(1 for d in report["declined"] if d["reason"].startswith("IL stub"))
+    with_eh = [s for s in ex["il_stubs"] if s["eh_clauses"]]
+    assert with_eh and all(s["kind"] == "forward P/Invoke" and s["eh_clauses"] == 1 for s in with_eh), with_eh
+    assert len(with_eh) <= stub_declines, (with_eh, stub_declines)
 
 
 def test_damaged_tables_change_a_workload(workloads, run_captured):
