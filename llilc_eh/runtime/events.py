@@ -146,6 +146,8 @@ class Session:
 
     def __init__(self, pid: int):
         self.pid = pid
+        if os.environ.get("COMPlus_EnableDiagnostics") == "0":     # the runtime opens no socket at all
+            raise SessionError("COMPlus_EnableDiagnostics=0: the runtime has no diagnostics socket")
         path = None
         deadline = time.monotonic() + SOCKET_WAIT
         while path is None and time.monotonic() < deadline:

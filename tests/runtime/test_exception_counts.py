@@ -126,6 +126,19 @@ def test_no_exception_count(run_captured, counts_exe):
     assert out.stdout == EXPECTED_STDOUT and "exceptions" not in out.report
 
 
+def test_no_diagnostics_socket_says_so(run_captured, counts_exe, monkeypatch):
+    """COMPlus_EnableDiagnostics=0: no socket, no session -- the program runs unchanged (the hook
+    is told at once) and the report says why nothing was counted."""
+    monkeypatch.setenv("COMPlus_EnableDiagnostics", "0")
+    out = run_captured(counts_exe, methods=["Counts.Nothing::*"])
+    assert out.stdout == EXPECTED_STDOUT and out.exit_code == 0
+    ex = out.report["exceptions"]
+    assert ex["thrown"] is None and ex["first_chance"] == 16
+    assert any("COMPlus_EnableDiagnostics=0" in p for p in ex["problems"]), ex["problems"]
+    from llilc_eh.runtime.driver import summary
+    assert "exceptions: not counted -- no EventPipe session: COMPlus_EnableDiagnostics=0" in summary(out.report)
+
+
 def test_a_lost_event_is_reported_lost(counts_exe):
     """Negative control of the control: the same session on plain CoreCLR (no alt JIT), then one
     ExceptionThrown event taken out of its trace -- count() must call it lost."""

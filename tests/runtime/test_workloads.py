@@ -55,7 +55,7 @@ KNOWN_REASONS = {
 COMPILED_SHARE = 0.5      # of the EH methods requested, at least this share compiled by us
 #: the framework code that loads the exception-counting startup hook (runtime/events.py) -- it is
 #: requested because the hook is there, and may be declined for a reason no workload shows
-#: (CallStartupHook: resolveToken of System.Void throws in the installer, measured)
+#: (CallStartupHook was, for its typeof(void), until the installer's ldtoken fix)
 HOOK_MACHINERY = {"System.StartupHookProvider::CallStartupHook"}
 #: catches that run in methods llilc-eh compiled, per workload, measured (docs/runtime.md): every
 #: exception the workloads catch is caught in a method of ours (their Main or the framework's)
