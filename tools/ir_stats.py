@@ -155,3 +155,6 @@ if __name__ == "__main__":
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
+    except BrokenPipeError:     # `| head`: the reader went away
+        sys.stderr.close()
+        sys.exit(141)
