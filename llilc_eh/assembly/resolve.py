@@ -251,6 +251,39 @@ class Binding:
     rejected: tuple[str, ...] = ()       # "<file>: <why it does not fit>"
 
 
+# Files opened by any Binder of this process: (real path, path as named, size, mtime) -> what
+# `Binder.open` returns, most recently used last, at most `_OPENED_LIMIT`. Why: a batch validates file after
+# file, and each file's JIT-EE binds its references afresh -- every file of the framework
+# opened CoreLib and System.Runtime again (dnfile's parse) and read their metadata rows again
+# (MetadataNames caches rows per Assembly); an Assembly says only what its bytes say, so one
+# opened file serves every Binder as long as it is the same file.
+_OPENED: dict[tuple[str, str, int, int], tuple] = {}
+_OPENED_LIMIT = 24
+
+
+def _open_shared(key: str, path: Path) -> tuple[Identity | None, Assembly | None, str | None]:
+    try:
+        st = os.stat(key)
+        stamp = (key, str(path), st.st_size, st.st_mtime_ns)
+    except OSError:
+        stamp = None
+    hit = _OPENED.pop(stamp, None) if stamp is not None else None
+    if hit is None:
+        try:
+            asm = Assembly(path)
+            ident = assembly_identity(asm)
+            hit = (ident, asm, None if ident is not None else "a module without an assembly manifest")
+        except LlilcEhError as e:
+            hit = (None, None, f"unreadable: {e.reason}")
+        except Exception as e:  # noqa: BLE001 - a damaged file on disk is a reason, not a crash
+            hit = (None, None, f"unreadable: {type(e).__name__}: {e}")
+    if stamp is not None:
+        _OPENED[stamp] = hit
+        while len(_OPENED) > _OPENED_LIMIT:
+            del _OPENED[next(iter(_OPENED))]
+    return hit
+
+
 @dataclass
 class Binder:
     """Binds references of one compiled assembly: beside it, then `references`, then a
@@ -270,19 +303,12 @@ class Binder:
         return (self.beside, *self.references, *(framework.places if framework else ()))
 
     def open(self, path: Path) -> tuple[Identity | None, Assembly | None, str | None]:
-        """(identity, assembly, why unusable) of a file, read once per real file."""
+        """(identity, assembly, why unusable) of a file, read once per real file (and shared
+        by every Binder of the process while the file is unchanged: `_OPENED`)."""
         key = os.path.realpath(path)
         hit = self._files.get(key)
         if hit is None:
-            try:
-                asm = Assembly(path)
-                ident = assembly_identity(asm)
-                hit = (ident, asm, None if ident is not None else "a module without an assembly manifest")
-            except LlilcEhError as e:
-                hit = (None, None, f"unreadable: {e.reason}")
-            except Exception as e:  # noqa: BLE001 - a damaged file on disk is a reason, not a crash
-                hit = (None, None, f"unreadable: {type(e).__name__}: {e}")
-            self._files[key] = hit
+            hit = self._files[key] = _open_shared(key, path)
         return hit
 
     def bind(self, ref: Identity, framework: Framework | None) -> Binding:
