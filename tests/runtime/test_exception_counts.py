@@ -162,3 +162,23 @@ def test_a_lost_event_is_reported_lost(counts_exe):
     short = count(damaged, [])
     assert (short["thrown"], short["lost"]) == (15, 1)
     assert any("lost 1 event(s)" in line for line in summary_lines(short))
+
+
+def test_command_line_summary_and_report(altjit, counts_exe, tmp_path):
+    """`llilc-eh run` as a command: the summary's exception lines on stderr, the report's
+    `exceptions`; --no-exception-count leaves both out."""
+    import json
+    import sys
+
+    def llilc_eh(*args):
+        return subprocess.run([sys.executable, "-m", "llilc_eh.cli", "run", *args], capture_output=True, text=True,
+                              timeout=300)
+    report = tmp_path / "r.json"
+    proc = llilc_eh("--methods", "Counts.Ours::*", "--report", str(report), str(counts_exe))
+    assert proc.returncode == 0 and proc.stdout.encode() == EXPECTED_STDOUT, proc.stderr
+    assert "exceptions: 16 thrown (2 rethrown), 12 in methods compiled by llilc-eh" in proc.stderr
+    assert "in ours: catch 13, filter 4, finally 4, fault 0" in proc.stderr
+    assert json.loads(report.read_text())["exceptions"]["thrown_ours"] == 12
+    proc = llilc_eh("--no-exception-count", "--methods", "Counts.Ours::*", "--report", str(report), str(counts_exe))
+    assert proc.returncode == 0 and "exceptions:" not in proc.stderr
+    assert "exceptions" not in json.loads(report.read_text())
