@@ -882,6 +882,8 @@ class BlockTranslator:
                 original = this
                 this = self.constrained_this(self.prefix_constrained, this)
                 boxed = this.sig == "boxed"
+                if boxed and tr.ee.is_nullable(tr.ee.token_type(self.prefix_constrained)):
+                    boxed = False     # a Nullable boxes to a T or to null: no copy back, a null check
                 if boxed and tr.ee.stack_kind(tr.ee.token_type(self.prefix_constrained)) is StackKind.VALUE:
                     copy_back = (original, self.prefix_constrained, this.op)
             if this.kind == "obj" and not boxed:      # (a box is never null)
@@ -958,7 +960,7 @@ class BlockTranslator:
         callee = self.helper("CORINFO_HELP_VIRTUAL_FUNC_PTR", [f"ptr {box.op}", f"ptr {owner}", f"ptr {handle}"])
         result = self.emit_call(callee, box, args, info.params, ret_sig, direct=False)
         sig = tr.ee.token_type(token)
-        if tr.ee.stack_kind(sig) is StackKind.VALUE:    # the struct's value, as the call left it in the box
+        if tr.ee.stack_kind(sig) is StackKind.VALUE and not tr.ee.is_nullable(sig):    # the struct's value, as the call left it in the box
             self.store_heap(this.op, SV("vt", self.gep(box.op, OBJECT_HEADER_SIZE), sig), sig,
                             lambda: self.global_(tr.ee.class_handle(token), kind="class", token=token))
         results.append((result, self.block))
@@ -989,7 +991,7 @@ class BlockTranslator:
             self.emit(f"{v} = load ptr, ptr {this.op}")
             return SV("obj", v)
         cls = self.global_(tr.ee.class_handle(token), kind="class", token=token)
-        return SV("obj", self.known(self.helper("CORINFO_HELP_BOX", [f"ptr {cls}", f"ptr {this.op}"])), "boxed")
+        return SV("obj", self.boxed(sig, cls, this.op), "boxed")
 
     def calli(self, ins):
         sig = self.tr.asm.names.standalone_signature(ins.operand)
@@ -1304,7 +1306,16 @@ class BlockTranslator:
             addr = self.temp(storage)
             self.emit(f"store {storage} {self.narrow(sv, storage)}, ptr {addr}")
         cls = self.global_(self.tr.ee.class_handle(ins.operand), kind="class", token=ins.operand)
-        self.push("obj", self.known(self.helper("CORINFO_HELP_BOX", [f"ptr {cls}", f"ptr {addr}"])))
+        self.push("obj", self.boxed(sig, cls, addr))
+
+    def boxed(self, sig, cls: str, addr: str) -> str:
+        """The object `box` makes of the value at `addr`. A Nullable<T> boxes to null or to a
+        boxed T (III.4.1), which CORINFO_HELP_BOX_NULLABLE does (RyuJIT: getBoxHelper); JIT_Box
+        would make a boxed Nullable, a type no object may have -- and its result may be null,
+        so it is not known non-null."""
+        if self.tr.ee.is_nullable(sig):
+            return self.helper("CORINFO_HELP_BOX_NULLABLE", [f"ptr {cls}", f"ptr {addr}"])
+        return self.known(self.helper("CORINFO_HELP_BOX", [f"ptr {cls}", f"ptr {addr}"]))
 
     def unbox(self, ins):
         obj = self.pop(ins.offset)
