@@ -86,6 +86,20 @@ def shared_instantiation(jit, info):
     return Instantiation(tuple(arg(c) for c in classes), tuple(arg(m) for m in methods))
 
 
+def check_runtime_il(info, asm, rid: int) -> None:
+    """Declined when the IL the runtime compiles (CORINFO_METHOD_INFO.ILCode) is not the file's:
+    for CoreLib's JitHelpers / Unsafe / RuntimeHelpers intrinsics the runtime substitutes IL of
+    its own (jitinterface.cpp getMethodInfoHelper), and the file's body may only throw or call
+    itself. Found with `run --all-eh --methods 'System.Threading.*' ...` on the concurrency
+    workload: JitHelpers.GetObjectHandleOnStack<__Canon> compiled from the file overflowed the
+    stack (declined as shared code before, so never seen)."""
+    import ctypes
+    runtime = ctypes.string_at(info.ILCode, info.ILCodeSize) if info.ILCode and info.ILCodeSize else None
+    if runtime is not None and runtime != asm.body(rid).code:
+        raise Declined(f"{SHARED_REASON}: the runtime compiles IL of its own ({len(runtime)} bytes), "
+                       "not the file's body")
+
+
 def check_shape(pipeline, rid: int, generic_owners: frozenset[int]) -> None:
     """With the runtime's JIT-EE every lookup is asked as the reader meets it (reader/lookup.py:
     what it cannot generate is a ReaderError at its offset). With the metadata JIT-EE, which
@@ -146,14 +160,22 @@ def fixed_stack_size(unwind) -> int:
     return size + 8
 
 
-def context_slot(run, kind: str = "md") -> tuple[str, int, int]:
+def context_slot(run, kind: str = "md", keep_alive: bool = True) -> tuple[str, int, int] | None:
     """(context kind, caller-SP-relative offset of the generic context's slot, prolog size):
     what the GC info reports (module docstring; for "this" the slot holds `this`, which
     GENERICS_INST_CONTEXT_THIS tells the runtime to take the MethodTable of). The prolog size is the root range's UNWIND_INFO prolog:
     the slot is stored in the entry block, before any call (localescape makes it visible to
-    every callee), so before any point the runtime could stop the frame at."""
+    every callee), so before any point the runtime could stop the frame at.
+
+    None -- nothing reported -- for a method without funclets (and so without the frame
+    constants) whose context the runtime does not ask to keep alive (CORINFO_METHOD_INFO.options
+    has no CORINFO_GENERICS_CTXT_KEEP_ALIVE: no catch depends on T): RyuJIT reports it then only
+    for collectible types (lvaReportParamTypeArg), which a run does not load; such methods are
+    offered only by --methods (the alt JIT takes methods with EH clauses otherwise)."""
     from ..reader.translate import GENERIC_CONTEXT_ESCAPE
     image = run.image
+    if image.filter_constants is None and len(image.ranges) == 1 and not keep_alive:
+        return None
     if image.filter_constants is None:
         raise Declined(f"{SHARED_REASON}: no frame constants (the parent has no RBP frame)")
     root = image.ranges[0].unwind
@@ -161,5 +183,5 @@ def context_slot(run, kind: str = "md") -> tuple[str, int, int]:
     return kind, offset + image.filter_constants.fp_offset - fixed_stack_size(root), root.prolog_size
 
 
-__all__ = ["LOOKUP_REASON_CLASS", "SHARED_REASON", "check_shape", "context_slot", "escape_offset", "fixed_stack_size",
+__all__ = ["LOOKUP_REASON_CLASS", "SHARED_REASON", "check_runtime_il", "check_shape", "context_slot", "escape_offset", "fixed_stack_size",
            "is_shared_generic_method", "runtime_lookup", "shared_context", "shared_instantiation"]

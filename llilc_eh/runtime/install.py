@@ -113,9 +113,13 @@ class Layout:
 def compile_and_install(service, jit: JitInfo, info, asm_name: str, token: int, name: str,
                         entry_ptr: int, size_ptr: int) -> dict:
     from .generic import context_slot, shared_context
+    from .lookup import CORINFO_GENERICS_CTXT_KEEP_ALIVE
     generic_context = shared_context(jit, info)      # shared code's context: md | mt | this (generic.py)
     shared = generic_context is not None
     pipeline = service.pipeline(asm_name, generic_context=generic_context) if shared else service.pipeline(asm_name)
+    if shared:
+        from .generic import check_runtime_il
+        check_runtime_il(info, pipeline.asm, token & 0xFFFFFF)
     bind = getattr(pipeline.ee, "bind", None)      # the runtime-backed JIT-EE (ee.py) asks this method's jit
     if bind is not None:
         bind(jit, info)
@@ -143,8 +147,9 @@ def compile_and_install(service, jit: JitInfo, info, asm_name: str, token: int, 
     run = make_room_for_stubs(run, calls)
     layout = lay_out(run, values, calls)
     clause_bytes = damaged(run.clause_bytes, service.config.damage)
-    context = context_slot(run, generic_context) if shared and service.config.damage != "no-generic-context" \
-        else None
+    keep_alive = bool(info.options & CORINFO_GENERICS_CTXT_KEEP_ALIVE)
+    context = context_slot(run, generic_context, keep_alive) if shared and \
+        service.config.damage != "no-generic-context" else None
     gc = gc_info(run, kind, context, code_length=layout.code_size)
     entry = report(jit, run, layout, clause_bytes, gc)
     ctypes.c_void_p.from_address(entry_ptr).value = entry

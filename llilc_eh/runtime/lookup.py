@@ -54,6 +54,7 @@ from .structs import (
 
 CORINFO_USEHELPER = 0xFFFF
 CORINFO_FIELD_STATIC_GENERICS_STATIC_HELPER = 7   # CORINFO_FIELD_ACCESSOR: a generic class's static in shared code
+CORINFO_GENERICS_CTXT_KEEP_ALIVE = 0x100          # CorInfoOptions: report the context (a catch depends on T)
 CORINFO_CALLCONV_PARAMTYPE = 0x80            # corinfo.h: the callee takes the instantiation argument
 #: CORINFO_RUNTIME_LOOKUP_KIND -> our context kind (the GC info's GenericsInstContextKind names)
 LOOKUP_KINDS = {0: "this", 1: "md", 2: "mt"}

@@ -130,3 +130,38 @@ def test_the_frameworks_shared_code_under_all_eh_equals_ryujit(run_captured, tmp
     assert FRAMEWORK_SHARED <= shared, sorted(shared)
     assert len(shared) >= 20          # measured: 25
     assert {reason_class(d["reason"]) for d in out.report["declined"]} <= {"IL stub (no IL of its own in a file)"}
+
+
+def test_shared_code_without_eh_under_methods(program, run_captured):
+    """--methods offers methods without EH too: shared code without funclets has no frame
+    constants, and its context is not reported unless the runtime asks to keep it alive
+    (KEEP_ALIVE: a catch depends on T) -- RyuJIT reports it otherwise only for collectible
+    types. Accept<T> (no EH, typeof(T) through a lookup) is ours with no context in its GC info."""
+    exe, oracle = program
+    out = run_captured(exe, methods=["Lookups::Accept", "Lookups::Method"], opt=2)
+    assert out.stdout.decode() == oracle.stdout, out.stderr.decode()[-3000:]
+    compiled = {c["method"]: c for c in out.report["compiled"]}
+    assert {"Lookups::Accept", "Lookups::Method"} <= set(compiled)
+    assert decode(bytes.fromhex(compiled["Lookups::Accept"]["gc_info"])).generics_inst_context is None
+    assert decode(bytes.fromhex(compiled["Lookups::Method"]["gc_info"])).generics_inst_context == \
+        GenericsInstContextKind.MD
+
+
+def test_shared_code_whose_il_the_runtime_substitutes_is_declined(run_captured, tmp_path, monkeypatch):
+    """CoreLib intrinsics whose IL the runtime replaces (getMethodInfoHelper: Interlocked,
+    RuntimeHelpers ...) are declined by comparing CORINFO_METHOD_INFO's IL with the file's:
+    compiled from the file, JitHelpers.GetObjectHandleOnStack<__Canon> overflowed the stack."""
+    exe = compile_cs(FRAMEWORK_PROGRAM, tmp_path / "shared_framework.exe", "-optimize+")
+    monkeypatch.setenv("COMPlus_ReadyToRun", "0")
+    monkeypatch.setenv("COMPlus_TieredCompilation", "0")
+    oracle = run_on_coreclr(exe)
+    monkeypatch.delenv("COMPlus_ReadyToRun")
+    monkeypatch.delenv("COMPlus_TieredCompilation")
+    out = run_captured(exe, all_eh=True, methods=["System.Runtime.CompilerServices.RuntimeHelpers::*",
+                                                  "System.Collections.Generic.List`1::*"])
+    assert out.stdout.decode() == oracle.stdout, out.stderr.decode()[-3000:]
+    declined = {d["method"]: d["reason"] for d in out.report["declined"]}
+    reason = declined.get("System.Runtime.CompilerServices.RuntimeHelpers::IsReferenceOrContainsReferences", "")
+    assert "the runtime compiles IL of its own" in reason, declined
+    assert any(c["method"].startswith("System.Collections.Generic.List`1::") and
+               "__Canon" in (c.get("instantiation") or "") for c in out.report["compiled"])
