@@ -121,7 +121,7 @@ _CMP = {  # opcode stem -> (int predicate, float predicate)
 _OVF_INTRINSIC = {"add.ovf": "sadd", "add.ovf.un": "uadd", "sub.ovf": "ssub", "sub.ovf.un": "usub",
                   "mul.ovf": "smul", "mul.ovf.un": "umul"}
 # the external kinds whose handle shared generic code may have to look up (reader/lookup.py)
-_LOOKUP_KINDS = ("class", "ldtoken-class", "array-class", "method-handle", "method-class", "field")
+_LOOKUP_KINDS = ("class", "ldtoken-class", "array-class", "method-handle", "method-class", "field", "method-entry")
 _PLAIN_CALL = re.compile(r"(%[\w.]+ = )?call ")
 TYPEDREF = PrimitiveType(ElementType.TYPEDBYREF)   # the stack value of mkrefany
 VARARGS_COOKIE = "%varargs.cookie"                 # a vararg method's cookie parameter

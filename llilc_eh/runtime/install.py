@@ -332,6 +332,7 @@ def _cell_value(jit: JitInfo, info, ext) -> int:
                 raise Declined(f"lookup {ext.lookup} 0x{ext.token:08X}: the runtime gave no lookup signature")
             return lookup.signature
         asked = "field-owner" if kind == "static" else kind      # a static's address: its class's statics
+        # (method-entry: ask() follows getCallInfo's LDFTN answer -- a constant keeps its cell)
         if asked in REQUESTS and ask(jit, info.scope, info.ftn, asked, ext.token) is not None:
             # a cell would hold the canonical (__Canon) handle: silently wrong code
             raise Declined(f"{kind} 0x{ext.token:08X} needs a runtime lookup in shared code, the code has a cell")

@@ -42,8 +42,11 @@ import ctypes
 from dataclasses import dataclass
 
 from ..reader.lookup import LookupRefused
+from .instantiation import CORINFO_SIG_INFO
 from .jitinfo import JitInfo, JitInfoTrap
 from .structs import (
+    CORINFO_HELPER_DESC,
+    CORINFO_LOOKUP,
     CORINFO_FLG_SHAREDINST,
     CORINFO_FLG_VIRTUAL,
     CORINFO_GENERICS_CTXT_FROM_METHODDESC,
@@ -72,6 +75,7 @@ REQUESTS = {
     "instparam-method": (CorInfoTokenKind.Method, False),
     "instparam-class": (CorInfoTokenKind.Method, True),
     "instparam-newobj": (CorInfoTokenKind.NewObj, True),
+    "method-entry": (CorInfoTokenKind.Method, False),      # ldftn: getCallInfo, not embedGenericHandle
 }
 
 
@@ -113,9 +117,15 @@ def ask(jit: JitInfo, scope: int, context: int, what: str, token: int, damage: s
     handle is a constant (JitInfoTrap when the runtime refuses the token; LookupRefused for a
     shape we do not generate)."""
     kind, parent = REQUESTS[what]
+    if what == "method-entry":
+        return entry_lookup(jit, scope, context, token, damage)
     rt = jit.resolve_token(scope, token, kind, context=context)
     result = jit.generic_handle_result(rt, parent)
-    lookup = result.lookup
+    return _runtime_lookup(what, token, result.lookup, damage)
+
+
+def _runtime_lookup(what: str, token: int, lookup, damage: str | None) -> RuntimeLookup | None:
+    """A CORINFO_LOOKUP as a RuntimeLookup (None: a constant), or LookupRefused."""
     if not lookup.lookupKind.needsRuntimeLookup:
         return None
     rl = lookup.runtimeLookup
@@ -144,12 +154,31 @@ def takes_inst_param(jit: JitInfo, method: int) -> bool:
     return bool(ctypes.c_uint32.from_buffer(buf).value & CORINFO_CALLCONV_PARAMTYPE)
 
 
-#: CORINFO_CALL_INFO (corinfo.h 3.1), the part read here: hMethod at 0, the target's
-#: CORINFO_SIG_INFO (104 bytes) at 16 -- its callConv first --, then verMethodFlags, verSig
-#: (at 128) and thisTransform, so `kind` (CORINFO_CALL_KIND) at 236
-_CALL_INFO_SIZE, _CALL_INFO_CALLCONV, _CALL_INFO_KIND = 1024, 16, 236
+class CORINFO_CALL_INFO(ctypes.Structure):
+    """getCallInfo's answer (corinfo.h 3.1), up to the lookup read here. (A first reading
+    without accessAllowed and callsiteCalloutHelper put `kind` 80 bytes early.)"""
+    _fields_ = [
+        ("hMethod", ctypes.c_void_p),
+        ("methodFlags", ctypes.c_uint32),
+        ("classFlags", ctypes.c_uint32),
+        ("sig", CORINFO_SIG_INFO),
+        ("verMethodFlags", ctypes.c_uint32),
+        ("verSig", CORINFO_SIG_INFO),
+        ("accessAllowed", ctypes.c_uint32),
+        ("callsiteCalloutHelper", CORINFO_HELPER_DESC),
+        ("thisTransform", ctypes.c_uint32),
+        ("kind", ctypes.c_uint32),                      # CORINFO_CALL_KIND
+        ("nullInstanceCheck", ctypes.c_int32),
+        ("contextHandle", ctypes.c_void_p),
+        ("exactContextNeedsRuntimeLookup", ctypes.c_int32),
+        ("codePointerLookup", CORINFO_LOOKUP),          # (a union with stubLookup)
+    ]
+
+
+_CALL_INFO_SIZE = 1024                # the buffer getCallInfo fills: the whole struct and more
 CORINFO_CALLINFO_ALLOWINSTPARAM, CORINFO_CALLINFO_CALLVIRT = 0x0001, 0x0002
-CORINFO_CALL = 0                   # CORINFO_CALL_KIND: call hMethod directly
+CORINFO_CALL, CORINFO_CALL_CODE_POINTER = 0, 1   # CORINFO_CALL_KIND: hMethod directly / a looked-up pointer
+CORINFO_CALLINFO_LDFTN = 0x0020
 
 
 def shared_callee(jit: JitInfo, scope: int, context: int, token: int, newobj: bool) -> tuple[int, bool]:
@@ -169,13 +198,31 @@ def shared_callee(jit: JitInfo, scope: int, context: int, token: int, newobj: bo
         flags |= CORINFO_CALLINFO_CALLVIRT
     buf = ctypes.create_string_buffer(_CALL_INFO_SIZE)
     jit.trapped("getCallInfo", ctypes.addressof(rt), 0, context, flags, ctypes.addressof(buf))
-    method = ctypes.c_void_p.from_buffer(buf, 0).value or 0
-    call_conv = ctypes.c_uint32.from_buffer(buf, _CALL_INFO_CALLCONV).value
-    call_kind = ctypes.c_uint32.from_buffer(buf, _CALL_INFO_KIND).value
-    takes = bool(call_conv & CORINFO_CALLCONV_PARAMTYPE)
+    call = CORINFO_CALL_INFO.from_buffer(buf)
+    method, takes, call_kind = call.hMethod or 0, bool(call.sig.callConv & CORINFO_CALLCONV_PARAMTYPE), call.kind
     if takes and call_kind != CORINFO_CALL:
         raise LookupRefused(f"the call to 0x{token:08X} goes through a looked-up code pointer (call kind {call_kind})")
     return method, takes
+
+
+def entry_lookup(jit: JitInfo, scope: int, context: int, token: int, damage: str | None = None
+                 ) -> RuntimeLookup | None:
+    """ldftn in shared code: the entry point of the method as getCallInfo with
+    CORINFO_CALLINFO_LDFTN gives it (RyuJIT's CEE_LDFTN) -- a direct call (CORINFO_CALL: its
+    data cell stays; None) or a code pointer found at run time (CORINFO_CALL_CODE_POINTER: the
+    MethodEntrySlot lookup in `codePointerLookup`, an instantiating stub's entry)."""
+    rt = jit.resolve_token(scope, token, CorInfoTokenKind.Method, context=context)
+    buf = ctypes.create_string_buffer(_CALL_INFO_SIZE)
+    jit.trapped("getCallInfo", ctypes.addressof(rt), 0, context, CORINFO_CALLINFO_LDFTN, ctypes.addressof(buf))
+    call_kind = CORINFO_CALL_INFO.from_buffer(buf).kind
+    if call_kind == CORINFO_CALL:
+        return None
+    if call_kind != CORINFO_CALL_CODE_POINTER:
+        raise LookupRefused(f"ldftn 0x{token:08X}: call kind {call_kind}")
+    lookup = _runtime_lookup("method-entry", token, CORINFO_CALL_INFO.from_buffer(buf).codePointerLookup, damage)
+    if lookup is None:
+        raise LookupRefused(f"ldftn 0x{token:08X}: a code pointer with no runtime lookup")
+    return lookup
 
 
 def inst_param(jit: JitInfo, scope: int, context: int, token: int, newobj: bool, damage: str | None = None
@@ -191,4 +238,4 @@ def inst_param(jit: JitInfo, scope: int, context: int, token: int, newobj: bool,
 
 
 __all__ = ["CORINFO_USEHELPER", "LOOKUP_KINDS", "LookupRefused", "REQUESTS", "RuntimeLookup", "ask", "context_kind",
-           "inst_param", "shared_callee", "takes_inst_param", "JitInfoTrap"]
+           "entry_lookup", "inst_param", "shared_callee", "takes_inst_param", "JitInfoTrap"]

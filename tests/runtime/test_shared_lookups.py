@@ -43,7 +43,7 @@ FRAMEWORK_SHARED = {
 CONTEXTS = {
     "Lookups::Method": GenericsInstContextKind.MD, "Lookups::Inner": GenericsInstContextKind.MD,
     "Lookups::Join": GenericsInstContextKind.MD, "Lookups::Catch": GenericsInstContextKind.MD,
-    "Lookups::Mixed": GenericsInstContextKind.MD,
+    "Lookups::Mixed": GenericsInstContextKind.MD, "Lookups::Delegates": GenericsInstContextKind.MD,
     "Holder`1::Make": GenericsInstContextKind.MT, "Pair`1::Show": GenericsInstContextKind.MT,
     "Guard`1::RunStatic": GenericsInstContextKind.MT,
     "Holder`1::Describe": GenericsInstContextKind.THIS, "Guard`1::Run": GenericsInstContextKind.THIS,
@@ -66,7 +66,8 @@ def test_the_program_exercises_what_it_says(program):
                  "static: caught ArgumentException as ArgumentException",
                  "format guard: caught FormatException as FormatException", "counts 124 112 113",
                  "String/Measure 3x1.5 1 0x0 long 3x1.5 5 True", "Version/Int64 123456 1 0 long 123456 6 True",
-                 "String/KeyValuePair`2 [key, 5] 1 [, 0] long [key, 5] 8 True"):
+                 "String/KeyValuePair`2 [key, 5] 1 [, 0] long [key, 5] 8 True",
+                 "String:x String:again String[]:8", "Version:y"):
         assert line in text
 
 

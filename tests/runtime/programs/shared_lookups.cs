@@ -6,6 +6,7 @@
 //   Holder<T>.Describe       an instance method of a generic class: `this`
 //   Pair<T>.Show             a generic struct's method: the hidden MethodTable argument
 //   Guard<E>.Run / RunStatic catch (E) through `this` / the MethodTable the GC info reports
+//   Lookups.Delegates<T>     ldftn of Tell<T> and Tell<T[]>: a looked-up entry point
 //   Lookups.Mixed<T,V>       shared in T, exact in a value type V (int, long, a 16-byte struct,
 //                            KeyValuePair<string,int>: itself shared, KeyValuePair<__Canon,int>)
 // Uses: typeof(T), typeof(T[]), typeof(List<T>), new List<T>, new T[n], castclass/isinst T,
@@ -248,6 +249,26 @@ static class Lookups
         return r;
     }
 
+    static string Tell<T>(object o) { return typeof(T).Name + ":" + o; }
+
+    // ldftn of Tell<T> from shared code: its entry point is looked up (an instantiating stub)
+    public static string Delegates<T>(object o) where T : class
+    {
+        string r = "";
+        try
+        {
+            Func<object, string> tell = Tell<T>;
+            r = tell(o);
+            if (o is T) throw new InvalidCastException(tell("again"));
+        }
+        catch (InvalidCastException e)
+        {
+            Func<object, string> inner = Tell<T[]>;
+            r += " " + e.Message + " " + inner(r.Length);
+        }
+        return r;
+    }
+
     public static string Catch<T>(Exception thrown) where T : Exception
     {
         try
@@ -295,6 +316,8 @@ static class Lookups
         Console.WriteLine(Mixed<Version, long>(new Version(1, 0), 123456L));
         Console.WriteLine(Mixed<Exception, Measure>(new Exception(), new Measure { Count = 12345, Weight = -2 }));
         Console.WriteLine(Mixed<string, KeyValuePair<string, int>>("kv", new KeyValuePair<string, int>("key", 5)));
+        Console.WriteLine(Delegates<string>("x"));
+        Console.WriteLine(Delegates<Version>("y"));
         for (int n = 0; n < 3; n++)
         {
             Console.WriteLine(new Guard<FormatException>("format guard").Run(n));
