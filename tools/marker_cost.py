@@ -94,11 +94,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        sys.exit(130)
-    except BrokenPipeError:     # `| head`: the reader went away
-        sys.stderr.close()
-        sys.exit(141)
+    import toolmain     # tools/ (the script's folder is on sys.path)
+    toolmain.run(main)

@@ -121,4 +121,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import toolmain     # tools/ (the script's folder is on sys.path)
+    toolmain.run(main)

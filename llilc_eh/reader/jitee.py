@@ -104,12 +104,7 @@ class JitEE(CoreClrLayout, JitEEInterface):
 
     def __init__(self, asm: Assembly, search_path: Iterable[str | Path] | None = None,
                  references: Iterable[str | Path] = (), framework: str | None = None):
-        """Referenced assemblies are bound by identity (`assembly.resolve`): beside `asm` (the
-        folder named, symlinks kept), then in each of `references` (flat folders or GACs),
-        then in the framework chosen for `asm` among the installed ones (`framework`), or in
-        the one named (`framework="netcore"`: what a caller running the code in CoreCLR needs,
-        whatever the assembly targets). `search_path` replaces the installed frameworks by
-        these folders (`[]`: none)."""
+        """How referenced assemblies are bound: TypeSystem.__init__."""
         super().__init__(asm, search_path, references, framework)
         self._namers: dict[int, _SymbolNamer] = {}
         self._type_infos: dict[TypeSig, TypeInfo] = {}
