@@ -120,6 +120,16 @@ class RuntimeJitEE(JitEEInterface):
                 return _Refused(f"runtime refused: {e}")     # not cached: another method may succeed
         return self._runtime[k]
 
+    def _answer(self, question: str, logged: str, token: int, md, compute):
+        """The runtime's answer to a question about a type token, logged beside the metadata's;
+        the metadata's when the runtime refuses (the refusal logged as the runtime's answer)."""
+        runtime = self._ask(question, token, compute)
+        if isinstance(runtime, _Refused):
+            self._record(logged, f"0x{token:08X}", md, str(runtime))
+            return md
+        self._record(logged, f"0x{token:08X}", md, runtime)
+        return runtime
+
     # -- naming a type to the runtime ------------------------------------------------------------
 
     def _type_token(self, sig: TypeSig) -> int | None:
@@ -261,12 +271,7 @@ class RuntimeJitEE(JitEEInterface):
         def gc_layout():
             slots = self._require().class_gc_layout(self._class(token), size)
             return tuple(8 * i for i, t in enumerate(slots) if t == CorInfoGCType.REF)
-        runtime = self._ask("gc layout", token, gc_layout)
-        if isinstance(runtime, _Refused):
-            self._record("GC layout", f"0x{token:08X}", md, str(runtime))
-            return md
-        self._record("GC layout", f"0x{token:08X}", md, runtime)
-        return runtime
+        return self._answer("gc layout", "GC layout", token, md, gc_layout)
 
     def is_nullable(self, sig: TypeSig) -> bool:
         md = self.metadata.is_nullable(sig)
@@ -278,12 +283,7 @@ class RuntimeJitEE(JitEEInterface):
             from .install import helper_numbers
             helper = self._require().trapped("getUnBoxHelper", self._class(token)) & 0xFFFFFFFF
             return helper == helper_numbers()["CORINFO_HELP_UNBOX_NULLABLE"]
-        runtime = self._ask("nullable", token, unbox_helper)
-        if isinstance(runtime, _Refused):
-            self._record("nullable", f"0x{token:08X}", md, str(runtime))
-            return md
-        self._record("nullable", f"0x{token:08X}", md, runtime)
-        return runtime
+        return self._answer("nullable", "nullable", token, md, unbox_helper)
 
     # -- fields and methods --------------------------------------------------------------------------
 
