@@ -86,18 +86,20 @@ def shared_instantiation(jit, info):
     return Instantiation(tuple(arg(c) for c in classes), tuple(arg(m) for m in methods))
 
 
-def check_runtime_il(info, asm, rid: int) -> None:
+def check_runtime_il(info, asm, rid: int, shared: bool = True) -> None:
     """Declined when the IL the runtime compiles (CORINFO_METHOD_INFO.ILCode) is not the file's:
     for CoreLib's JitHelpers / Unsafe / RuntimeHelpers intrinsics the runtime substitutes IL of
     its own (jitinterface.cpp getMethodInfoHelper), and the file's body may only throw or call
     itself. Found with `run --all-eh --methods 'System.Threading.*' ...` on the concurrency
     workload: JitHelpers.GetObjectHandleOnStack<__Canon> compiled from the file overflowed the
-    stack (declined as shared code before, so never seen)."""
+    stack (declined as shared code before, so never seen). Asked of every method, shared or
+    not (`shared` only names the decline's class): an exact instantiation of such a method
+    (IsReferenceOrContainsReferences<int32> under `--methods '*'`) is the same trap."""
     import ctypes
     runtime = ctypes.string_at(info.ILCode, info.ILCodeSize) if info.ILCode and info.ILCodeSize else None
     if runtime is not None and runtime != asm.body(rid).code:
-        raise Declined(f"{SHARED_REASON}: the runtime compiles IL of its own ({len(runtime)} bytes), "
-                       "not the file's body")
+        raise Declined(f"{SHARED_REASON + ': ' if shared else ''}the runtime compiles IL of its own "
+                       f"({len(runtime)} bytes), not the file's body")
 
 
 def check_shape(pipeline, rid: int, generic_owners: frozenset[int]) -> None:

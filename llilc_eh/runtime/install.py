@@ -117,9 +117,8 @@ def compile_and_install(service, jit: JitInfo, info, asm_name: str, token: int, 
     generic_context = shared_context(jit, info)      # shared code's context: md | mt | this (generic.py)
     shared = generic_context is not None
     pipeline = service.pipeline(asm_name, generic_context=generic_context) if shared else service.pipeline(asm_name)
-    if shared:
-        from .generic import check_runtime_il
-        check_runtime_il(info, pipeline.asm, token & 0xFFFFFF)
+    from .generic import check_runtime_il          # every method: we compile the file's IL, it must be what runs
+    check_runtime_il(info, pipeline.asm, token & 0xFFFFFF, shared)
     bind = getattr(pipeline.ee, "bind", None)      # the runtime-backed JIT-EE (ee.py) asks this method's jit
     if bind is not None:
         bind(jit, info)
