@@ -361,10 +361,13 @@ def check_sites(method: str, tree: RegionTree, clauses: Sequence[NativeClause],
                 sites: Sequence[tuple[int, int | None, int]], il_of: Mapping[int, int | str | None],
                 oracle: TypeOracle, *, synchronized: bool = False, dropped: frozenset = frozenset(),
                 unchecked: Counter | None = None,
-                filter_of: Mapping[int, int | str | None] | None = None) -> DispatchCheck:
+                filter_of: Mapping[int, int | str | None] | None = None,
+                memo: dict | None = None) -> DispatchCheck:
     """Compare the CLR's dispatch over `clauses` with the IL's at every (il_offset, id, pc).
     `filter_of`: native filter clause -> the IL clause whose filter code it calls (default:
-    `il_of`, the handler's)."""
+    `il_of`, the handler's). `memo`: (il_offset, pc) -> a site's results, shared by calls
+    that pass the same table, tree and maps (RyuJIT's check judges each site before
+    checking them all: the same scenarios twice otherwise)."""
     unchecked = Counter() if unchecked is None else unchecked
     filter_of = (filter_of if filter_of is not None else il_of).get
     out = []
@@ -372,12 +375,17 @@ def check_sites(method: str, tree: RegionTree, clauses: Sequence[NativeClause],
         if in_filter(tree, il_offset):
             unchecked["in a filter (swallowed)"] += 1
             continue
-        results = []
-        for sc in scenarios(tree, il_offset, clauses, pc, il_of):
-            native = clr_dispatch(clauses, pc, sc, oracle, filter_of)
-            il = il_dispatch(tree, il_offset, sc, oracle, synchronized=synchronized, dropped=dropped)
-            results.append(ScenarioResult(sc, map_events(native.events, il_of), il.events))
-        out.append(SiteCheck(il_offset, callsite, pc, tuple(results), why[0] if why else None))
+        results = memo.get((il_offset, pc)) if memo is not None else None
+        if results is None:
+            results = []
+            for sc in scenarios(tree, il_offset, clauses, pc, il_of):
+                native = clr_dispatch(clauses, pc, sc, oracle, filter_of)
+                il = il_dispatch(tree, il_offset, sc, oracle, synchronized=synchronized, dropped=dropped)
+                results.append(ScenarioResult(sc, map_events(native.events, il_of), il.events))
+            results = tuple(results)
+            if memo is not None:
+                memo[(il_offset, pc)] = results
+        out.append(SiteCheck(il_offset, callsite, pc, results, why[0] if why else None))
     return DispatchCheck(method, tuple(out), dict(unchecked))
 
 
@@ -477,14 +485,48 @@ def check_ours(run, oracle: TypeOracle) -> DispatchCheck | None:
 # RyuJIT's tables: ReadyToRun bodies, call sites from capstone, IL offsets from DEBUG_INFO
 
 
+_CS = None
+
+
+def _disassembler():
+    """One capstone decoder for every body of the process: making a `Cs` costs as much as
+    decoding a small body (CoreLib has 1,228 R2R bodies with EH), and `disasm_lite` keeps no
+    state between calls (skipdata and mode are all it is set up with)."""
+    global _CS
+    if _CS is None:
+        import capstone
+        md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+        md.skipdata = True
+        _CS = md
+    return _CS
+
+
+def code_range_finder(code_ranges: Sequence[tuple[int, int]]) -> Callable[[int], int | None]:
+    """offset -> the index of the first of `code_ranges` ([begin, end)) holding it, or None.
+    The check asks it for every call and every debug-info entry (400,000 times per CoreLib
+    with a scan of the ranges): disjoint ranges are found by bisection over their sorted
+    starts; overlapping ones (a damaged image) keep the scan in the given order, so the
+    answer is the first holder either way."""
+    order = sorted(range(len(code_ranges)), key=lambda i: code_ranges[i])
+    if any(code_ranges[a][1] > code_ranges[b][0] for a, b in zip(order, order[1:])):
+        return lambda offset: next((i for i, (b, e) in enumerate(code_ranges) if b <= offset < e), None)
+    starts = [code_ranges[i][0] for i in order]
+
+    def find(offset: int) -> int | None:
+        j = bisect.bisect_right(starts, offset) - 1
+        if j < 0:
+            return None
+        i = order[j]
+        return i if offset < code_ranges[i][1] else None
+    return find
+
+
 def r2r_calls(asm, m) -> list[tuple[int, int, int | None, int | None]]:
     """(call start, return address, direct target, cell) of every call instruction of a
     ReadyToRun body, method-relative (the cell: the address a `call [rip+d]` reads, an import
     cell; None when the call goes through a register). Each RUNTIME_FUNCTION range is decoded
     on its own (no desync across padding)."""
-    import capstone
-    md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
-    md.skipdata = True
+    md = _disassembler()
     out = []
     base = m.main.begin_rva
     for rf in m.runtime_functions:
@@ -598,7 +640,7 @@ MISPLACED = "the debug info misplaces the call: IL_{:04x}, {}, dispatches alike"
 
 def _judge(il_method, il: int, statements, ret: int, callee, funclet_callees, clauses, il_of, filter_of,
            oracle, synchronized: bool, dropped, unchecked: Counter, same_code=None,
-           nearby: Sequence[int] = ()) -> tuple[int, str | None]:
+           nearby: Sequence[int] = (), memo: dict | None = None) -> tuple[int, str | None]:
     """The IL offset to judge a RyuJIT call at, and an explanation should it still differ.
     The bounds' own offset if it dispatches alike; else a finally this call is a normal-path
     copy of (`cloned_finally_candidates`: structural evidence only; `same_code(k)`: the
@@ -616,7 +658,7 @@ def _judge(il_method, il: int, statements, ret: int, callee, funclet_callees, cl
 
     def alike(k: int) -> bool:
         return not check_sites("", tree, clauses, [(k, None, ret)], il_of, oracle, synchronized=synchronized,
-                               dropped=dropped, filter_of=filter_of).mismatches
+                               dropped=dropped, filter_of=filter_of, memo=memo).mismatches
 
     if alike(il):
         return il, None
@@ -652,6 +694,7 @@ def check_ryujit(asm, m, bounds, il_method, comparison, oracle: TypeOracle, *,
     cloned finallys, throw-helper blocks), calls at an IL offset that starts no instruction,
     RyuJIT's call-finally calls of its own finally funclets."""
     unchecked: Counter = Counter()
+    memo: dict = {}          # check_sites' results per (IL offset, pc): _judge's and the final check's
     calls = r2r_calls(asm, m)
     sites = []
     starts = {i.offset for i in il_method.instructions}
@@ -660,9 +703,13 @@ def check_ryujit(asm, m, bounds, il_method, comparison, oracle: TypeOracle, *,
     funclets = [(f.begin_rva - base, f.end_rva - base) for f in m.funclets]
     code_ranges = [(0, m.main.end_rva - base)] + funclets
 
-    def range_of(offset: int) -> int | None:
-        return next((i for i, (b, e) in enumerate(code_ranges) if b <= offset < e), None)
-
+    range_of = code_range_finder(code_ranges)
+    # the IL offsets the bounds name in each code range (main body, each funclet): `nearby`
+    nearby_in: dict[int | None, list[int]] = {}
+    for e in bounds.entries if bounds is not None else ():
+        if e.il_offset >= 0:
+            nearby_in.setdefault(range_of(e.native_offset), []).append(e.il_offset)
+    nearby_in = {h: sorted(set(offsets)) for h, offsets in nearby_in.items()}
     statements = sorted({e.il_offset for e in bounds.entries if e.il_offset >= 0}) if bounds is not None else []
     il_of, filter_of, dropped = ryujit_clause_maps(il_method, m.native, comparison, bounds,
                                                    synchronized=synchronized)
@@ -692,11 +739,10 @@ def check_ryujit(asm, m, bounds, il_method, comparison, oracle: TypeOracle, *,
                 return any(range_of(c.try_start) == holder for i, c in enumerate(m.native.clauses)
                            if il_of.get(i) == k and not c.is_duplicate and not c.is_cloned_finally)
 
-            nearby = sorted({e.il_offset for e in bounds.entries
-                             if e.il_offset >= 0 and range_of(e.native_offset) == holder})
+            nearby = nearby_in.get(holder, [])
             il, why = _judge(il_method, il, statements, ret, target if target is not None else cell,
                              funclet_callees, m.native.clauses, il_of, filter_of, oracle, synchronized,
-                             dropped, unchecked, same_code, nearby)
+                             dropped, unchecked, same_code, nearby, memo)
             sites.append((il, None, ret, why))
     empty = tries_without_sites(tree, [s[0] for s in sites])
     if empty:
@@ -704,4 +750,5 @@ def check_ryujit(asm, m, bounds, il_method, comparison, oracle: TypeOracle, *,
     if dropped:
         unchecked["empty finallys RyuJIT removed (not expected to run)"] = len(dropped)
     return check_sites(il_method.name, tree, m.native.clauses, sites, il_of, oracle,
-                       synchronized=synchronized, dropped=dropped, unchecked=unchecked, filter_of=filter_of)
+                       synchronized=synchronized, dropped=dropped, unchecked=unchecked, filter_of=filter_of,
+                       memo=memo)
