@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import os
 import re
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -94,8 +95,29 @@ _CHOSEN = object()      # bind in the framework chosen for the compiled assembly
 
 # ----------------------------------------------------------------- module-qualified types
 
+# The metadata indexes of an assembly (TypeDefs and forwarders by name, class and field
+# layout, generic parameter counts, members by name), built on first use and kept per opened
+# `Assembly` for the process. Why: every TypeSystem (one per validated file, and one more for
+# RyuJIT's dispatch check) made its own `_Module` of CoreLib, System.Runtime, ... and read
+# their whole TypeDef and ExportedType tables again; the Assembly objects are shared since
+# `assembly.resolve` opens a file once per process (`_OPENED`, keyed by path, size and
+# mtime), so keying the indexes by the Assembly keys them the same way -- a rewritten file is
+# a new Assembly with indexes of its own, and they go when it does (weak keys). Only what
+# the rows alone decide is kept here; answers that depend on the binding (value types,
+# enums: `_Module.value_types`) stay with the TypeSystem's `_Module`.
+_INDEXES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _indexes_of(asm: Assembly) -> dict:
+    hit = _INDEXES.get(asm)
+    if hit is None:
+        hit = _INDEXES[asm] = {}
+    return hit
+
+
 class _Module:
-    """One loaded assembly and the indexes the interface needs from it, built on first use."""
+    """One loaded assembly and the indexes the interface needs from it, built on first use
+    (those of the rows alone shared per Assembly: `_INDEXES`)."""
 
     def __init__(self, asm: Assembly):
         self.asm = asm
@@ -105,13 +127,12 @@ class _Module:
         self.name = n.string(n._row((_ASSEMBLY << 24) | 1).Name_StringIndex) if n.row_count(_ASSEMBLY) \
             else asm.path.stem
         self.is_corelib = self.name.lower() in _CORELIB_NAMES and n.row_count(TokenKind.TYPE_DEF) > 100
-        self._typedefs: dict[tuple[str, str, int], int] | None = None
-        self._exported: dict[tuple[str, str], int] | None = None
-        self._class_layout: dict[int, tuple[int, int]] | None = None
-        self._field_offsets: dict[int, int] | None = None
-        self._generic_counts: dict[tuple[int, int], int] | None = None
+        # keys: typedefs, exported, class_layout, field_offsets, generic_counts (each built whole
+        # on first use), members_by_name (filled per type)
+        self._index = _indexes_of(asm)
         self._r2r: bool | None = None
-        self._members_by_name: dict[tuple[int, int], dict[str, list[int]]] = {}
+        self._members_by_name: dict[tuple[int, int], dict[str, list[int]]] = \
+            self._index.setdefault("members_by_name", {})
         self.value_types: dict[int, bool] = {}      # TypeDef rid -> is a value type
         self.enums: dict[int, bool] = {}            # TypeDef rid -> is an enum
 
@@ -137,63 +158,68 @@ class _Module:
         return self.names.row_count(TokenKind.TYPE_DEF)
 
     def find_typedef(self, ns: str, name: str, enclosing: int = 0) -> int | None:
-        if self._typedefs is None:
-            index = {}
+        typedefs = self._index.get("typedefs")
+        if typedefs is None:
+            typedefs = {}
             for rid in range(1, self.typedef_count() + 1):
                 ns_, name_ = self.type_ns_name((TokenKind.TYPE_DEF << 24) | rid)
                 outer = self.names._enclosing_class(rid)
-                index.setdefault((ns_, name_, outer), rid)
-            self._typedefs = index
-        return self._typedefs.get((ns, name, enclosing))
+                typedefs.setdefault((ns_, name_, outer), rid)
+            self._index["typedefs"] = typedefs
+        return typedefs.get((ns, name, enclosing))
 
     def exported(self, ns: str, name: str) -> int | None:
         """The Implementation token of a top-level ExportedType (a type forwarder), or None."""
-        if self._exported is None:
-            index = {}
+        exported = self._index.get("exported")
+        if exported is None:
+            exported = {}
             for rid in range(1, self.names.row_count(_EXPORTED_TYPE) + 1):
                 row = self.row((_EXPORTED_TYPE << 24) | rid)
                 impl = self.decode(row.Implementation_CodedIndex, _IMPLEMENTATION)
                 if impl >> 24 == _EXPORTED_TYPE:
                     continue          # nested exported types follow their enclosing type
                 key = (self.string(row.TypeNamespace_StringIndex), self.string(row.TypeName_StringIndex))
-                index.setdefault(key, impl)
-            self._exported = index
-        return self._exported.get((ns, name))
+                exported.setdefault(key, impl)
+            self._index["exported"] = exported
+        return exported.get((ns, name))
 
     def assembly_ref_name(self, token: int) -> str:
         return self.string(self.row(token).Name_StringIndex)
 
     def class_layout(self, rid: int) -> tuple[int, int]:
         """(PackingSize, ClassSize) from ClassLayout, (0, 0) when absent."""
-        if self._class_layout is None:
-            index = {}
+        layouts = self._index.get("class_layout")
+        if layouts is None:
+            layouts = {}
             for i in range(1, self.names.row_count(_CLASS_LAYOUT) + 1):
                 row = self.row((_CLASS_LAYOUT << 24) | i)
-                index[row.Parent_Index] = (row.PackingSize, row.ClassSize)
-            self._class_layout = index
-        return self._class_layout.get(rid, (0, 0))
+                layouts[row.Parent_Index] = (row.PackingSize, row.ClassSize)
+            self._index["class_layout"] = layouts
+        return layouts.get(rid, (0, 0))
 
     def field_offset(self, field_rid: int) -> int | None:
         """A field's FieldLayout offset (explicit layout), or None."""
-        if self._field_offsets is None:
-            index = {}
+        offsets = self._index.get("field_offsets")
+        if offsets is None:
+            offsets = {}
             for i in range(1, self.names.row_count(_FIELD_LAYOUT) + 1):
                 row = self.row((_FIELD_LAYOUT << 24) | i)
-                index[row.Field_CodedIndex] = row.Offset
-            self._field_offsets = index
-        return self._field_offsets.get(field_rid)
+                offsets[row.Field_CodedIndex] = row.Offset
+            self._index["field_offsets"] = offsets
+        return offsets.get(field_rid)
 
     def generic_count(self, token: int) -> int:
         """How many generic parameters a TypeDef or MethodDef declares."""
-        if self._generic_counts is None:
-            counts: dict[tuple[int, int], int] = {}
+        counts = self._index.get("generic_counts")
+        if counts is None:
+            counts = {}
             for i in range(1, self.names.row_count(_GENERIC_PARAM) + 1):
                 row = self.row((_GENERIC_PARAM << 24) | i)
                 owner = self.decode(row.Owner_CodedIndex, _TYPE_OR_METHOD_DEF)
                 key = (owner >> 24, owner & 0xFFFFFF)
                 counts[key] = counts.get(key, 0) + 1
-            self._generic_counts = counts
-        return self._generic_counts.get((token >> 24, token & 0xFFFFFF), 0)
+            self._index["generic_counts"] = counts
+        return counts.get((token >> 24, token & 0xFFFFFF), 0)
 
     def run(self, type_rid: int, column: str, table: int) -> range:
         """The Field or MethodDef rids a TypeDef owns (its list runs to the next type's start)."""
