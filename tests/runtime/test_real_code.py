@@ -33,8 +33,11 @@ from llilc_eh.check.toolchain import compile_cs, run_on_coreclr
 PROGRAMS_DIR = Path(__file__).resolve().parent / "programs"
 
 
-def _build(name: str, tmp_path_factory) -> Path:
-    return compile_cs(PROGRAMS_DIR / f"{name}.cs", tmp_path_factory.mktemp(name) / f"{name}.exe")
+CONTENTION = PROGRAMS_DIR / "shared" / "contention.cs"     # the two-thread harness of the synchronized programs
+
+
+def _build(name: str, tmp_path_factory, *more: Path) -> Path:
+    return compile_cs(PROGRAMS_DIR / f"{name}.cs", tmp_path_factory.mktemp(name) / f"{name}.exe", *map(str, more))
 
 
 def _same_as_ryujit(run_captured, exe: Path, **kw):
@@ -62,7 +65,7 @@ def test_thread_statics_per_thread(run_captured, thread_statics, opt):
 
 @pytest.fixture(scope="module")
 def synchronized(tmp_path_factory) -> Path:
-    return _build("synchronized", tmp_path_factory)
+    return _build("synchronized", tmp_path_factory, CONTENTION)
 
 
 SYNCHRONIZED = {"Counter::Add", "Counter::Early", "Statics::Bump", "Statics::Throws"}

@@ -30,7 +30,8 @@ PLAIN = {"Account::Deposit", "Account::Withdraw", "Ledger::Add", "Ledger::Take"}
 
 @pytest.fixture(scope="module")
 def program(tmp_path_factory) -> Path:
-    return compile_cs(PROGRAM, tmp_path_factory.mktemp("synchronized_plain") / "synchronized_plain.exe")
+    return compile_cs(PROGRAM, tmp_path_factory.mktemp("synchronized_plain") / "synchronized_plain.exe",
+                      str(PROGRAM.parent / "shared" / "contention.cs"))      # the two-thread harness
 
 
 @pytest.fixture(scope="module")

@@ -71,43 +71,22 @@ static class Statics
 
 static class Program
 {
-    static bool OtherThreadGets(object lockObject)
-    {
-        bool got = false;
-        var t = new Thread(() =>
-        {
-            got = Monitor.TryEnter(lockObject, 5000);
-            if (got) Monitor.Exit(lockObject);
-        });
-        t.Start();
-        t.Join();
-        return got;
-    }
-
-    static void Race(ThreadStart body)
-    {
-        var a = new Thread(body);
-        var b = new Thread(body);
-        a.Start(); b.Start();
-        a.Join(); b.Join();
-    }
-
     static int Main()
     {
         var c = new Counter();
-        Race(() => { for (int i = 0; i < 4000; i++) c.Add(1, false); });
+        Contention.Race(() => { for (int i = 0; i < 4000; i++) c.Add(1, false); });
         Console.WriteLine("instance race: " + c.Value);
-        Race(() => { for (int i = 0; i < 4000; i++) Statics.Bump(2); });
+        Contention.Race(() => { for (int i = 0; i < 4000; i++) Statics.Bump(2); });
         Console.WriteLine("static race: " + Statics.Total);
 
         try { c.Add(5, true); }
         catch (InvalidOperationException e) { Console.WriteLine(e.Message + " after=" + Monitor.IsEntered(c)); }
-        Console.WriteLine("other thread gets the instance lock: " + OtherThreadGets(c));
+        Console.WriteLine("other thread gets the instance lock: " + Contention.OtherThreadGets(c));
 
         Console.WriteLine(c.Early(0) + " " + c.Early(3) + " after=" + Monitor.IsEntered(c));
         try { c.Early(-1); }
         catch (ArgumentOutOfRangeException) { Console.WriteLine("early threw, value " + c.Value); }
-        Console.WriteLine("other thread gets the instance lock: " + OtherThreadGets(c));
+        Console.WriteLine("other thread gets the instance lock: " + Contention.OtherThreadGets(c));
 
         try { Statics.Throws("static fault"); }
         catch (ArgumentException e)
@@ -115,7 +94,7 @@ static class Program
             Console.WriteLine(e.Message + " held in finally=" + Statics.HeldInFinally
                               + " after=" + Monitor.IsEntered(typeof(Statics)));
         }
-        Console.WriteLine("other thread gets the static lock: " + OtherThreadGets(typeof(Statics)));
+        Console.WriteLine("other thread gets the static lock: " + Contention.OtherThreadGets(typeof(Statics)));
         Console.WriteLine("bump " + Statics.Bump(-1));
         return 0;
     }

@@ -63,27 +63,6 @@ static class Ledger
 
 static class Program
 {
-    static bool OtherThreadGets(object lockObject)
-    {
-        bool got = false;
-        var t = new Thread(() =>
-        {
-            got = Monitor.TryEnter(lockObject, 5000);
-            if (got) Monitor.Exit(lockObject);
-        });
-        t.Start();
-        t.Join();
-        return got;
-    }
-
-    static void Race(ThreadStart body)
-    {
-        var a = new Thread(body);
-        var b = new Thread(body);
-        a.Start(); b.Start();
-        a.Join(); b.Join();
-    }
-
     static int failures;
 
     static void Withdrawals(Account a)
@@ -115,29 +94,29 @@ static class Program
         catch (InvalidOperationException e) { Console.WriteLine(e.Message); }
         var c = new Account();
         try { c.Withdraw(7); }
-        catch (InvalidOperationException e) { Console.WriteLine(e.Message + " after=" + Monitor.IsEntered(c) + " other thread gets it: " + OtherThreadGets(c)); }
+        catch (InvalidOperationException e) { Console.WriteLine(e.Message + " after=" + Monitor.IsEntered(c) + " other thread gets it: " + Contention.OtherThreadGets(c)); }
         try { Ledger.Take(1 << 30); }
-        catch (ArgumentException e) { Console.WriteLine("static: " + e.Message.StartsWith("short by") + " held=" + e.Message.EndsWith("held=True") + " other thread gets it: " + OtherThreadGets(typeof(Ledger))); }
+        catch (ArgumentException e) { Console.WriteLine("static: " + e.Message.StartsWith("short by") + " held=" + e.Message.EndsWith("held=True") + " other thread gets it: " + Contention.OtherThreadGets(typeof(Ledger))); }
         return 0;
     }
 
     static void Contended()
     {
         var a = new Account();
-        Race(() => { for (int i = 0; i < 4000; i++) a.Deposit(1); });
+        Contention.Race(() => { for (int i = 0; i < 4000; i++) a.Deposit(1); });
         Console.WriteLine("instance race: " + a.Balance);
-        Race(() => { for (int i = 0; i < 4000; i++) Ledger.Add(2); });
+        Contention.Race(() => { for (int i = 0; i < 4000; i++) Ledger.Add(2); });
         Console.WriteLine("static race: " + Ledger.Total);
 
         var b = new Account();
-        Race(() => Withdrawals(b));
+        Contention.Race(() => Withdrawals(b));
         Console.WriteLine("instance contention: balance + 3 * taken = " + (b.Balance + 3 * (2000 - failures)) + ", some thrown: " + (failures > 0) + ", locked after: " + Monitor.IsEntered(b));
-        Console.WriteLine("other thread gets the instance lock: " + OtherThreadGets(b));
+        Console.WriteLine("other thread gets the instance lock: " + Contention.OtherThreadGets(b));
         failures = 0;
         Ledger.Take((int)Ledger.Total);                     // empty: the contended Take(3) throws out often
         long before = Ledger.Total;
-        Race(Takes);
+        Contention.Race(Takes);
         Console.WriteLine("static contention: added - taken = " + (Ledger.Total - before + 3 * (2000 - failures) == 4000) + ", some thrown: " + (failures > 0));
-        Console.WriteLine("other thread gets the static lock: " + OtherThreadGets(typeof(Ledger)));
+        Console.WriteLine("other thread gets the static lock: " + Contention.OtherThreadGets(typeof(Ledger)));
     }
 }
