@@ -33,7 +33,8 @@ from llilc_eh.errors import LlilcEhError  # noqa: E402
 from llilc_eh.il.method import analyze  # noqa: E402
 from llilc_eh.pipeline import eh_methods  # noqa: E402
 from llilc_eh.reader.jitee import JitEE  # noqa: E402
-from llilc_eh.reader.translate import CALLSITE_MARKER, translate  # noqa: E402
+from llilc_eh.reader.sidetable import CALLSITE_MARKER  # noqa: E402
+from llilc_eh.reader.translate import translate  # noqa: E402
 
 _MARKER_LINE = re.compile(rf'^\s*call void asm sideeffect "# {re.escape(CALLSITE_MARKER)} \d+", ""\(\)\n', re.M)
 

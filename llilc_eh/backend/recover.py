@@ -53,7 +53,7 @@ import capstone
 
 from ..assembly.native import CodeRange
 from ..errors import BackendError
-from ..reader.translate import CALLSITE_MARKER, PAD_MARKER
+from ..reader.sidetable import CALLSITE_MARKER, PAD_MARKER
 from ..unwind import UnwindInfo, decode_unwind_info
 from .coff import CoffObject, RelocationType
 

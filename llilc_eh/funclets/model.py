@@ -109,7 +109,7 @@ from ..errors import FuncletError, ReaderError
 from ..il.regions import Region, RegionKind, RegionTree
 from ..reader.lint import read_module
 from ..reader.sidetable import ReaderTable
-from ..reader.translate import CALLSITE_MARKER, PAD_MARKER
+from ..reader.sidetable import CALLSITE_IN_IR, PAD_IN_IR
 
 NO_STATE = -1   # the caller: no handler of this method
 
@@ -375,9 +375,9 @@ class FuncletModel:
 
 # The reader's zero-byte marker before each call (`Translator.call`): `call void asm sideeffect
 # "# llilc.callsite N", ""()`; LLVM prints inline asm as `asm sideeffect "<text>", "<constraints>"`.
-_CALLSITE_MARKER = re.compile(r'\basm\b[^"]*"# ' + re.escape(CALLSITE_MARKER) + r' (\d+)"')
+_CALLSITE_MARKER = CALLSITE_IN_IR
 # The reader's zero-byte marker right after each pad (`Translator.pad_marker`): "# llilc.pad N".
-_PAD_MARKER = re.compile(r'\basm\b[^"]*"# ' + re.escape(PAD_MARKER) + r' (\d+)"')
+_PAD_MARKER = PAD_IN_IR
 _CALLEE = re.compile(r"\b(?:call|invoke)\b[^@%]*?(@(?:\"(?:[^\"\\]|\\.)*\"|[-\w$.]+)|%[-\w$.]+)\(")
 
 

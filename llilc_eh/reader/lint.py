@@ -96,7 +96,7 @@ import llvmlite.binding as llvm
 
 from ..errors import ReaderError
 from .sidetable import ReaderTable
-from .translate import CALLSITE_MARKER
+from .sidetable import CALLSITE_IN_IR
 
 RULES = (
     "missing-funclet-bundle",
@@ -149,7 +149,7 @@ _ATTRIBUTE_GROUP = re.compile(r'\nattributes (#\d+) = \{(.*)\}')
 _DECLARE_NAME = re.compile(r'@(' + _IDENT + r')\(')
 _CONSTANT_I32 = re.compile(r'i32 -?\d+')
 # the reader's call-site marker (`Translator.call`) as LLVM prints inline asm
-_CALLSITE_ASM = re.compile(r'\basm\b[^"]*"# ' + re.escape(CALLSITE_MARKER) + r' (\d+)"')
+_CALLSITE_ASM = CALLSITE_IN_IR
 
 
 @dataclass(frozen=True)

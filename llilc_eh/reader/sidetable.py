@@ -20,8 +20,19 @@ not a silently wrong clause or IL offset.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cached_property
+
+# The identities the reader writes into the IR as inline-asm comments (zero bytes of code):
+# they survive LLVM's optimiser and printer and reappear in its assembly text, where recovery
+# finds the calls and pads again. Declared here, with the table that names them.
+CALLSITE_MARKER = "llilc.callsite"  # the inline-asm comment before every call (`Translator.call`)
+PAD_MARKER = "llilc.pad"            # the inline-asm comment right after every pad (`Translator.pad_marker`)
+
+#: the markers as LLVM prints them in IR (`call void asm sideeffect "# llilc.callsite 7", ""()`)
+CALLSITE_IN_IR = re.compile(r'\basm\b[^"]*"# ' + re.escape(CALLSITE_MARKER) + r' (\d+)"')
+PAD_IN_IR = re.compile(r'\basm\b[^"]*"# ' + re.escape(PAD_MARKER) + r' (\d+)"')
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,7 @@ from .abi import eightbytes, plan_params, plan_return
 from .externals import External
 from .helpers import helper_declarations
 from .ir import Block, Function, quote_global
-from .sidetable import CallEntry, PadEntry, ReaderTable
+from .sidetable import CALLSITE_MARKER, PAD_MARKER, CallEntry, PadEntry, ReaderTable  # noqa: F401 -- markers re-exported
 from .jitee import JitEE
 from .opcodes import INLINE_FILL_LIMIT, translate_block, varargs_cookie_home
 from .stack import _LLVM_OF_KIND, _SLOT_OF_KIND, SV, _merge_shapes, _Rejoin
@@ -77,8 +77,6 @@ TRIPLE = "x86_64-pc-windows-msvc"
 DATALAYOUT = "e-m:w-p270:32:32-p271:32:32-p272:64:64-i64:64-i128:128-f80:128-n8:16:32:64-S128"
 PERSONALITY = "@ProcessCLRException"
 FILTER_CATCHPAD_MARKER = 0  # arg 0 of a filter handler's catchpad; arg 1 names its filter function
-CALLSITE_MARKER = "llilc.callsite"  # the inline-asm comment before every call (`Translator.call`)
-PAD_MARKER = "llilc.pad"            # the inline-asm comment right after every pad (`Translator.pad_marker`)
 
 # llvm.localescape index of the generic context's slot (Options.generic_context): the first,
 # so LLVM's `$frame_escape_0` symbol gives its frame offset (runtime/install.py reads it)
