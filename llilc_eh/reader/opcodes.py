@@ -1214,8 +1214,14 @@ class BlockTranslator:
                 self.emit(f"{box} = load ptr, ptr {addr}")
                 addr = self.gep(box, OBJECT_HEADER_SIZE)
             return addr, f
-        if obj.kind == "obj":
-            self.null_check(obj.op)
+        base = obj.op if obj.ty == "ptr" else self.narrow(obj, "ptr")
+        if obj.kind in ("obj", "byref", "nint"):
+            # An object, or a byref / pointer (a value type's `this`, a `ref` parameter): checked
+            # explicitly, as for an object -- RyuJIT keeps every such access's indirection (a
+            # NULLCHECK when its value is unused), while LLVM deletes an unused load and takes a
+            # load from null as undefined, so no hardware fault can be relied on (a null byref
+            # `this` read and popped threw nothing; tests/reader/null_checks_adversarial.il).
+            self.null_check(base)
         if f.offset is not None:
             offset = str(f.offset)
         elif self.tr.target.data_cells:   # the cell holds the offset itself
@@ -1226,7 +1232,6 @@ class BlockTranslator:
         else:
             offset = (f"ptrtoint (ptr {self.global_(self.tr.ee.field_offset_symbol(ins.operand), kind='field-offset', token=ins.operand)}"
                       f" to i64)")
-        base = obj.op if obj.ty == "ptr" else self.narrow(obj, "ptr")
         return self.gep(base, offset), f
 
     def thread_static_address(self, ins, f):
@@ -1265,8 +1270,8 @@ class BlockTranslator:
         obj = None if static else self.pop(ins.offset)
         addr, f = self.field_address(ins, obj) if not static else self.field_address(ins, None)
         if stem.endswith("a"):
-            # a static's address, or a field's of an object checked just now (not of a byref)
-            self.push("byref", self.known(addr) if obj is None or obj.kind == "obj" else addr)
+            # a static's address, or a field's of an object or a byref checked just now
+            self.push("byref", self.known(addr) if obj is None or obj.kind != "vt" else addr)
         else:
             self.load_sig(addr, f.type)
 
