@@ -116,8 +116,11 @@ def test_byref_this_is_checked(exe):
     assert result.helper_calls.get("CORINFO_HELP_THROWNULLREF") == 1
 
 
-@pytest.mark.parametrize("opt", [0, 2])
-def test_program_prints_what_ryujit_prints(exe, run_captured, opt):
+CONFIGS = {"O0": dict(opt=0), "O2": dict(opt=2), "O2-clone": dict(opt=2, clone_finally=True)}
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_program_prints_what_ryujit_prints(exe, run_captured, config):
     oracle = run_on_coreclr(exe)
     assert oracle.returncode == 0, oracle.stderr[-2000:]
     lines = oracle.stdout.splitlines()
@@ -128,7 +131,7 @@ def test_program_prints_what_ryujit_prints(exe, run_captured, opt):
         assert f"{case}: NRE" in lines, case
     assert lines.index("StructThis: NRE") == lines.index("StructThis: 1") + 1   # at the first read
     assert lines.count("DiamondCheck: NRE") == 2 and lines.count("  escaped: NRE") == 7
-    out = run_captured(exe, opt=opt)
+    out = run_captured(exe, **CONFIGS[config])
     assert out.stdout.decode() == oracle.stdout, out.stderr.decode()[-3000:]
     assert out.exit_code == 0
     compiled = {m["method"] for m in out.report["compiled"]}
