@@ -54,7 +54,7 @@ CHECKS = {
     "Program::CatchStoresNull": (3, 3),    # the catch stores null, the continuation reads
     "Program::InHandler": (2, 2),          # a check in a handler's nested try, its catch continues
     "Program::Switch": (2, 2),             # the check on one switch target
-    "Program::BoxNullable": (2, 2),        # box of a Nullable may be null
+    "Program::BoxNullable": (4, 4),        # box of a Nullable may be null, also a constrained call's
     "Program::Isinst": (2, 2),             # isinst may be null
     "Program::UnboxNull": (0, 1),          # unbox's result (its helper throws on null)
     "Program::LdelemaNull": (2, 3),        # ldelema's address, after the array's check
