@@ -8,7 +8,10 @@ results of allocation, box, unbox and string literals (valuenumfuncs.h, the func
 VNFOA_KnownNonNull), addresses of locals, statics, fields and elements, and a value after a
 dereference or check of it (assertion propagation, global over the method). It does not
 assume `this` to be non-null (a `call`, unlike `callvirt`, may pass null: ECMA-335 III.3.19),
-and neither does this reader.
+and neither does this reader. A byref or pointer a field is read through (a value type's
+`this`) is checked like an object: RyuJIT's code faults there, but LLVM deletes an unused load
+and takes a load from null as undefined, so no omitted check may lean on the hardware
+(tests/reader/null_checks_adversarial.il tries the ways a fact here could be wrong).
 
 What the reader follows (`opcodes.BlockTranslator.null_check`):
 * within one IL block, an operand once checked (the check dominates the rest of the block),
