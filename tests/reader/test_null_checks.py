@@ -13,18 +13,14 @@ pipeline with the dispatch check (0 mismatches).
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
 from llilc_eh.assembly.loader import Assembly
 from llilc_eh.check.toolchain import assemble, run_on_coreclr
-from llilc_eh.il.method import analyze
 from llilc_eh.pipeline import Pipeline, eh_methods
-from llilc_eh.reader import opcodes
-from llilc_eh.reader.jitee import JitEE
-from llilc_eh.reader.translate import translate
+from null_check_counts import count_checks, write_every_check
 
 HERE = Path(__file__).resolve().parent
 NS = "Tests.NullChecks."
@@ -45,18 +41,14 @@ def exe(tmp_path_factory) -> Path:
     return assemble(HERE / "null_checks.il", tmp_path_factory.mktemp("null_checks"))
 
 
+def _one_throw_block_per_region(result, checks: int) -> None:
+    # one throw block per region (Translator.check): at most one helper call per check
+    assert (result.helper_calls.get("CORINFO_HELP_THROWNULLREF", 0) > 0) == (checks > 0)
+    assert result.helper_calls.get("CORINFO_HELP_THROWNULLREF", 0) <= checks
+
+
 def _checks(exe: Path) -> dict[str, int]:
-    asm = Assembly(exe)
-    ee = JitEE(asm)
-    out = {}
-    for name in CHECKS:
-        result = translate(asm, analyze(asm.body(asm.find_method(NS + name).rid)), ee)
-        checks = len(re.findall(r"= icmp eq ptr (?:%[\w.]+|null), null\n", result.module))
-        # one throw block per region (Translator.check): at most one helper call per check
-        assert (result.helper_calls.get("CORINFO_HELP_THROWNULLREF", 0) > 0) == (checks > 0)
-        assert result.helper_calls.get("CORINFO_HELP_THROWNULLREF", 0) <= checks
-        out[name] = checks
-    return out
+    return count_checks(exe, NS, CHECKS, _one_throw_block_per_region)
 
 
 def test_checks_left_out_and_kept(exe):
@@ -66,14 +58,7 @@ def test_checks_left_out_and_kept(exe):
 def test_control_every_check_written(exe, monkeypatch):
     """With `null_check` forgetting what it knows, every dereference is checked: the counts
     above are the reader's choice, not an accident of the program."""
-    original = opcodes.BlockTranslator.null_check
-
-    def forgetful(self, obj):
-        self.nonnull.clear()
-        self.nonnull_slots.clear()
-        return original(self, obj)
-
-    monkeypatch.setattr(opcodes.BlockTranslator, "null_check", forgetful)
+    write_every_check(monkeypatch)
     assert _checks(exe) == {name: every for name, (_, every) in CHECKS.items()}
 
 
@@ -102,18 +87,10 @@ def test_one_throw_block_per_region(exe, monkeypatch):
     """Every check writes its compare and branch; the throw block is shared per region and
     context (Translator.check): SumTwice's four checks (control) in one try call the helper
     once, AfterCatch's two checks in two tries twice."""
-    original = opcodes.BlockTranslator.null_check
-
-    def forgetful(self, obj):
-        self.nonnull.clear()
-        self.nonnull_slots.clear()
-        return original(self, obj)
-
-    monkeypatch.setattr(opcodes.BlockTranslator, "null_check", forgetful)
-    asm = Assembly(exe)
-    ee = JitEE(asm)
+    write_every_check(monkeypatch)
     calls = {}
-    for name in ("Node::SumTwice", "Program::AfterCatch"):
-        result = translate(asm, analyze(asm.body(asm.find_method(NS + name).rid)), ee)
-        calls[name] = result.helper_calls.get("CORINFO_HELP_THROWNULLREF", 0)
+    count_checks(exe, NS, ("Node::SumTwice", "Program::AfterCatch"),
+                 lambda result, _: calls.setdefault(result.parent, result.helper_calls.get("CORINFO_HELP_THROWNULLREF", 0)))
+    calls = {name: n for parent, n in calls.items() for name in ("Node::SumTwice", "Program::AfterCatch")
+             if name in parent}
     assert calls == {"Node::SumTwice": 1, "Program::AfterCatch": 2}

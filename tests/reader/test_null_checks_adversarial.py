@@ -30,9 +30,9 @@ from llilc_eh.assembly.loader import Assembly
 from llilc_eh.check.toolchain import assemble, run_on_coreclr
 from llilc_eh.il.method import analyze
 from llilc_eh.pipeline import eh_methods
-from llilc_eh.reader import opcodes
 from llilc_eh.reader.jitee import JitEE
 from llilc_eh.reader.translate import translate
+from null_check_counts import count_checks, write_every_check
 
 HERE = Path(__file__).resolve().parent
 NS = "Tests.NullAdversarial."
@@ -72,24 +72,7 @@ def exe(tmp_path_factory) -> Path:
 
 
 def _checks(exe: Path) -> dict[str, int]:
-    asm = Assembly(exe)
-    ee = JitEE(asm)
-    out = {}
-    for name in CHECKS:
-        result = translate(asm, analyze(asm.body(asm.find_method(NS + name).rid)), ee)
-        out[name] = len(re.findall(r"= icmp eq ptr (?:%[\w.]+|null), null\n", result.module))
-    return out
-
-
-def _forgetful(monkeypatch):
-    original = opcodes.BlockTranslator.null_check
-
-    def forgetful(self, obj):
-        self.nonnull.clear()
-        self.nonnull_slots.clear()
-        return original(self, obj)
-
-    monkeypatch.setattr(opcodes.BlockTranslator, "null_check", forgetful)
+    return count_checks(exe, NS, CHECKS)
 
 
 def test_checks_left_out_and_kept(exe):
@@ -99,7 +82,7 @@ def test_checks_left_out_and_kept(exe):
 def test_control_every_check_written(exe, monkeypatch):
     """With `null_check` forgetting what it knows every use is checked: the counts above are
     the reader's choice, and where they are equal it left nothing out."""
-    _forgetful(monkeypatch)
+    write_every_check(monkeypatch)
     assert _checks(exe) == {name: every for name, (_, every) in CHECKS.items()}
 
 
