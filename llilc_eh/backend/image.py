@@ -84,7 +84,7 @@ from . import relink, structs, x86
 from .codegen import object_symbol
 from .coff import CoffObject
 from .frame import FilterConstants, frame_constants_if_needed
-from .match import match_funclets
+from .match import FuncletMatch, match_funclets
 from .recover import RecoveredCode
 from .relink import Fixup, ImageRelocation, Segment
 from .verify import ImageFinding, Source, verify_image
@@ -261,6 +261,20 @@ class FinalImage:
 # The driver
 
 
+def funclet_match(recovered: RecoveredCode, coff: CoffObject, model: FuncletModel, parent: str) -> FuncletMatch:
+    """The funclet match as the final image makes it: stray tails found first (their calls are
+    the funclet's that branches there), then `match_funclets`."""
+    return _match(recovered, coff, model, object_symbol(parent) if parent.startswith("@") else parent)[0]
+
+
+def _match(recovered, coff, model, parent: str):
+    text = coff.section(".text").data
+    own = [f for f in recovered.method_functions(parent) if f.name == parent or f.is_funclet]
+    decoded = {f.name: x86.decode(x86.md(), text, f.start, f.end, f.name) for f in own}
+    tails = relink.stray_tails(own, decoded)
+    return match_funclets(recovered, coff, model, parent, tails), decoded, tails
+
+
 def link_final_image(recovered: RecoveredCode, coff: CoffObject, model: FuncletModel, parent: str, *,
                      target: Target = DEFAULT_TARGET, cells: frozenset[str] | set[str] = frozenset(),
                      reserve: int = 0) -> FinalImage:
@@ -276,11 +290,11 @@ def link_final_image(recovered: RecoveredCode, coff: CoffObject, model: FuncletM
         raise BackendError(f"the model is of {model.parent}, not {parent}",
                            kind="funclet-match").with_method(parent)
     try:
-        match = match_funclets(recovered, coff, model, parent)
         text = coff.section(".text").data
+        match, decoded, tails = _match(recovered, coff, model, parent)
         placed = [recovered.function(name) for name in dict.fromkeys(match.code.values())]
-        decoded = {f.name: x86.decode(x86.md(), text, f.start, f.end, f.name) for f in placed}
-        tails = relink.stray_tails([f for f in placed if f.name == parent or f.is_funclet], decoded)
+        decoded.update({f.name: x86.decode(x86.md(), text, f.start, f.end, f.name) for f in placed
+                        if f.name not in decoded})
         pieces = relink.lay_out(recovered, coff, model, match, tails, target.funclet_entry_thunk)
         code = relink.copy(coff, pieces)
         probe = relink.place_stack_probe(coff, pieces, code, target.stack_probe)

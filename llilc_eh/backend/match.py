@@ -124,10 +124,13 @@ class _ModelInvoke:
     callsite: int | None
 
 
-def match_funclets(recovered: RecoveredCode, coff: CoffObject, model: FuncletModel, parent: str) -> FuncletMatch:
-    """Which object function holds the code of each model funclet (see the module docstring)."""
+def match_funclets(recovered: RecoveredCode, coff: CoffObject, model: FuncletModel, parent: str,
+                   tails: dict[str, list] | None = None) -> FuncletMatch:
+    """Which object function holds the code of each model funclet (see the module docstring).
+    `tails` ({funclet symbol: [(function, start, end)]}, `relink.stray_tails`): blocks LLVM laid
+    out at the end of another function's range; their calls are the taking funclet's."""
     parent_fn = recovered.function(parent)
-    functions = recovered.method_functions(parent)
+    functions = _with_tails(recovered.method_functions(parent), tails or {})
     symbols = [f.name for f in functions if f.name != parent]
     handlers = [f for f in model.funclets if f.kind.is_handler]
     table = decode_llvm_clr_table(coff, parent) if symbols else None
@@ -162,7 +165,7 @@ def match_funclets(recovered: RecoveredCode, coff: CoffObject, model: FuncletMod
 
     domains: dict[str, set[int]] = {}
     for symbol in symbols:
-        fn = recovered.function(symbol)
+        fn = next(f for f in functions if f.name == symbol)
         label = labels.get(symbol, set())
         if len(label) > 1:
             raise _error(f"LLVM's table gives {symbol} clauses of different kinds: {sorted(label)}", "funclet-match")
@@ -236,6 +239,29 @@ def match_funclets(recovered: RecoveredCode, coff: CoffObject, model: FuncletMod
     merged = tuple((chosen[s], tuple(f.index for f in named if f.index != chosen[s]))
                    for s, named in pinned.items() if len(named) > 1)
     return FuncletMatch(code, absent, ambiguous, decided, identities, len(pinned) == len(symbols), merged)
+
+
+class _Calls:
+    """A function as the match sees it: its name, kind, pads and calls, the calls of stray tails
+    moved to the funclet that owns them (the function's range stays as recovered)."""
+
+    def __init__(self, fn, calls):
+        self._fn, self.calls = fn, calls
+
+    def __getattr__(self, name):
+        return getattr(self._fn, name)
+
+
+def _with_tails(functions, tails: dict[str, list]):
+    if not tails:
+        return functions
+    moved = [(giver, start, end, taker) for taker, pieces in tails.items() for giver, start, end in pieces]
+
+    def owner(fn, site) -> str:
+        return next((t for g, a, b, t in moved if g == fn.name and a <= site.offset < b), fn.name)
+
+    return tuple(_Calls(fn, [c for f in functions for c in f.calls if owner(f, c) == fn.name])
+                 for fn in functions)
 
 
 def _pinned_funclets(symbol: str, pads: tuple[int, ...], by_pad: dict, pinned: dict[str, list], model):

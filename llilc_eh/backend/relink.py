@@ -223,9 +223,12 @@ def stray_tails(functions: list[CodeFunction], decoded: dict[str, list[x86.Insn]
     At O2 LLVM sometimes puts a funclet's catchret block (`lea rax, [continuation]`, the
     funclet's epilogue, `ret`) after the parent's last block, before the funclet's symbol:
     inside the parent's range and `.pdata` entry, reached only by the funclet's branches
-    (2 of 5,693 framework EH methods). Such a tail -- from a branch target to the end of
-    its function, entered by no fall-through, referenced by no other function's code --
-    belongs to the funclet that branches there: {funclet: [(function, start, end)]}."""
+    (2 of 5,693 framework EH methods), or a filter handler's throw block (its
+    CORINFO_HELP_THROWNULLREF invoke and the `ud2` after it) after a catch's code. Such a tail
+    -- from the first branch target to the end of its function, entered by no fall-through,
+    referenced by no other function's code -- belongs to the funclet that branches there:
+    {funclet: [(function, start, end)]}. The funclet match attributes the tail's calls to that
+    funclet too (`match_funclets(tails=...)`)."""
     by_name = {f.name: f for f in functions}
     wanted: dict[tuple[str, int], set[str]] = defaultdict(set)
     for f in functions:
@@ -237,11 +240,15 @@ def stray_tails(functions: list[CodeFunction], decoded: dict[str, list[x86.Insn]
             if home is not None and insn.is_branch and not insn.mnemonic.startswith("call"):
                 wanted[(home.name, target)].add(f.name)
     tails: dict[str, list] = defaultdict(list)
-    givers = [name for name, _ in wanted]
-    for (name, start), takers in wanted.items():
+    by_giver: dict[str, dict[int, set[str]]] = defaultdict(dict)
+    for (name, target), takers in wanted.items():
+        by_giver[name][target] = takers
+    for name, targets in by_giver.items():
+        # a tail may be entered at several of its blocks (a throw block and the `ud2` after its
+        # call, both branched to by a filter handler's code): it starts at the first of them
         giver = by_name[name]
-        if givers.count(name) != 1:
-            continue
+        start = min(targets)
+        takers = set().union(*targets.values())
         insns = decoded[name]
         before = [i for i in insns if i.end == start]
         if len(takers) != 1 or not before or not before[0].mnemonic.startswith(_NO_FALLTHROUGH):

@@ -121,8 +121,7 @@ from construct import ConstructError
 from ..assembly.native import ClauseFlags, CodeRange, NativeClause, NativeMethod
 from ..backend.codegen import object_symbol
 from ..backend.coff import CoffObject
-from ..backend.image import FinalImage
-from ..backend.match import match_funclets
+from ..backend.image import FinalImage, funclet_match
 from ..backend.recover import CallSite as MachineCall
 from ..backend.recover import RecoveredCode
 from ..errors import ClauseError
@@ -569,7 +568,7 @@ def placed_from_recovered(model: FuncletModel, recovered: RecoveredCode, coff: C
 
 def funclet_code(model: FuncletModel, recovered: RecoveredCode, coff: CoffObject) -> dict[int, str]:
     """Model funclet index -> the object symbol holding its code (absent: LLVM removed it)."""
-    return match_funclets(recovered, coff, model, object_symbol(model.parent)).code
+    return funclet_match(recovered, coff, model, object_symbol(model.parent)).code
 
 
 def placed_from_image(model: FuncletModel, image: FinalImage, recovered: RecoveredCode) -> PlacedCode:
