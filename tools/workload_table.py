@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -37,11 +36,7 @@ WORKLOADS = ROOT / "tests" / "runtime" / "workloads"
 
 def measure(source: Path, work: Path, opt: int, repeat: int) -> dict:
     exe = compile_cs(source, work / f"{source.stem}.exe", "-optimize+")
-    os.environ.update(COMPlus_ReadyToRun="0", COMPlus_TieredCompilation="0")   # the oracle JITs the framework too
-    try:
-        oracle = run_on_coreclr(exe, [source.stem])      # a workload's argument is its name
-    finally:
-        del os.environ["COMPlus_ReadyToRun"], os.environ["COMPlus_TieredCompilation"]
+    oracle = run_on_coreclr(exe, [source.stem], jit_everything=True)    # a workload's argument is its name
     runs = []
     for i in range(repeat):
         report = work / f"{source.stem}.{i}.json"

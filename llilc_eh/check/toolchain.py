@@ -111,8 +111,11 @@ def _run(cmd: list[str], what: str, cwd: Path, env: dict[str, str] | None = None
         raise ToolchainError(f"{what} timed out after {TIMEOUT} s: {' '.join(cmd)}") from e
 
 
-def run_on_coreclr(exe: str | os.PathLike, args: list[str] = ()) -> subprocess.CompletedProcess:
+def run_on_coreclr(exe: str | os.PathLike, args: list[str] = (), *, jit_everything: bool = False
+                   ) -> subprocess.CompletedProcess:
     """Run exe on the CoreCLR 3.1 runtime from the corpus (the runtime our JIT targets).
+    `jit_everything`: ReadyToRun and tiering off, so RyuJIT compiles the framework too, fully
+    optimised -- the oracle beside `llilc-eh run --all-eh`.
 
     Returns the completed process (stdout, stderr, returncode); a non-zero exit is not an
     error here, the caller judges it.
@@ -123,6 +126,8 @@ def run_on_coreclr(exe: str | os.PathLike, args: list[str] = ()) -> subprocess.C
         raise ToolchainError(f"CoreCLR host {dotnet} is missing (run tools/fetch_corpus.py)")
     write_runtimeconfig(exe)
     env = dict(os.environ, DOTNET_CLI_TELEMETRY_OPTOUT="1", DOTNET_NOLOGO="1")
+    if jit_everything:
+        env.update(COMPlus_ReadyToRun="0", COMPlus_TieredCompilation="0")
     return _run([str(dotnet), str(exe.resolve()), *args], "CoreCLR", exe.parent, env)
 
 

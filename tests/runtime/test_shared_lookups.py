@@ -112,17 +112,13 @@ def test_negative_control_without_the_context_catch_e_misses(program, run_captur
     assert "static: caught ArgumentException as ArgumentException" not in text
 
 
-def test_the_frameworks_shared_code_under_all_eh_equals_ryujit(run_captured, tmp_path, monkeypatch):
+def test_the_frameworks_shared_code_under_all_eh_equals_ryujit(run_captured, tmp_path):
     """programs/shared_framework.cs under --all-eh: LINQ, Dictionary/Lookup/ConcurrentDictionary,
     HashSet, Lazy, sorting and an iterator over reference types, exceptions thrown through them
     (a selector, a comparer, an iterator): the framework's shared code -- partially shared too,
     SelectEnumerableIterator<__Canon,int32> -- is ours, the output RyuJIT's (R2R off both)."""
     exe = compile_cs(FRAMEWORK_PROGRAM, tmp_path / "shared_framework.exe", "-optimize+")
-    monkeypatch.setenv("COMPlus_ReadyToRun", "0")
-    monkeypatch.setenv("COMPlus_TieredCompilation", "0")
-    oracle = run_on_coreclr(exe)
-    monkeypatch.delenv("COMPlus_ReadyToRun")
-    monkeypatch.delenv("COMPlus_TieredCompilation")
+    oracle = run_on_coreclr(exe, jit_everything=True)
     assert oracle.returncode == 0 and "caught bad item" in oracle.stdout and "gen finally String" in oracle.stdout
     out = run_captured(exe, all_eh=True)
     assert out.stdout.decode() == oracle.stdout, out.stderr.decode()[-3000:]
@@ -148,16 +144,12 @@ def test_shared_code_without_eh_under_methods(program, run_captured):
         GenericsInstContextKind.MD
 
 
-def test_shared_code_whose_il_the_runtime_substitutes_is_declined(run_captured, tmp_path, monkeypatch):
+def test_shared_code_whose_il_the_runtime_substitutes_is_declined(run_captured, tmp_path):
     """CoreLib intrinsics whose IL the runtime replaces (getMethodInfoHelper: Interlocked,
     RuntimeHelpers ...) are declined by comparing CORINFO_METHOD_INFO's IL with the file's:
     compiled from the file, JitHelpers.GetObjectHandleOnStack<__Canon> overflowed the stack."""
     exe = compile_cs(FRAMEWORK_PROGRAM, tmp_path / "shared_framework.exe", "-optimize+")
-    monkeypatch.setenv("COMPlus_ReadyToRun", "0")
-    monkeypatch.setenv("COMPlus_TieredCompilation", "0")
-    oracle = run_on_coreclr(exe)
-    monkeypatch.delenv("COMPlus_ReadyToRun")
-    monkeypatch.delenv("COMPlus_TieredCompilation")
+    oracle = run_on_coreclr(exe, jit_everything=True)
     out = run_captured(exe, all_eh=True, methods=["System.Runtime.CompilerServices.RuntimeHelpers::*",
                                                   "System.Collections.Generic.List`1::*"])
     assert out.stdout.decode() == oracle.stdout, out.stderr.decode()[-3000:]

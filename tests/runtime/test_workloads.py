@@ -82,11 +82,9 @@ def test_there_are_workloads():
 
 
 @pytest.mark.parametrize("name", list(_cases()))
-def test_workload_under_all_eh_equals_ryujit(workloads, run_captured, monkeypatch, name):
+def test_workload_under_all_eh_equals_ryujit(workloads, run_captured, name):
     exe = workloads[name]
-    monkeypatch.setenv("COMPlus_ReadyToRun", "0")          # the oracle JIT-compiles the framework too
-    monkeypatch.setenv("COMPlus_TieredCompilation", "0")
-    oracle = run_on_coreclr(exe, [name])
+    oracle = run_on_coreclr(exe, [name], jit_everything=True)    # the oracle JIT-compiles the framework too
     assert oracle.returncode == 0 and "first-chance exceptions:" in oracle.stdout, oracle.stderr[-2000:]
     out = run_captured(exe, [name], all_eh=True)
     report = out.report
