@@ -64,6 +64,7 @@ Errors: `BackendError` kind `funclet-match`, naming the object funclet and the m
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -241,18 +242,9 @@ def match_funclets(recovered: RecoveredCode, coff: CoffObject, model: FuncletMod
     return FuncletMatch(code, absent, ambiguous, decided, identities, len(pinned) == len(symbols), merged)
 
 
-class _Calls:
-    """A function as the match sees it: its name, kind, pads and calls, the calls of stray tails
-    moved to the funclet that owns them (the function's range stays as recovered)."""
-
-    def __init__(self, fn, calls):
-        self._fn, self.calls = fn, calls
-
-    def __getattr__(self, name):
-        return getattr(self._fn, name)
-
-
 def _with_tails(functions, tails: dict[str, list]):
+    """The functions as the match sees them: the calls of stray tails moved to the funclet that
+    owns them (each function's range stays as recovered)."""
     if not tails:
         return functions
     moved = [(giver, start, end, taker) for taker, pieces in tails.items() for giver, start, end in pieces]
@@ -260,7 +252,7 @@ def _with_tails(functions, tails: dict[str, list]):
     def owner(fn, site) -> str:
         return next((t for g, a, b, t in moved if g == fn.name and a <= site.offset < b), fn.name)
 
-    return tuple(_Calls(fn, [c for f in functions for c in f.calls if owner(f, c) == fn.name])
+    return tuple(dataclasses.replace(fn, calls=tuple(c for f in functions for c in f.calls if owner(f, c) == fn.name))
                  for fn in functions)
 
 
