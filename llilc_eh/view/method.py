@@ -14,7 +14,7 @@ import capstone
 
 from ..assembly.native import ClauseFlags, NativeClause
 from ..backend.image import FinalImage
-from ..backend.relink import Fixup, ImageRelocation
+from ..backend.relink import STACK_PROBE_CODE, Fixup, ImageRelocation
 from ..funclets.model import FuncletKind
 from ..pipeline import MethodRun, UnwindRecord
 
@@ -273,12 +273,10 @@ def _disassemble(image: FinalImage, ranges: tuple[RangeRow, ...],
 
 def stack_probe_span(image: FinalImage) -> tuple[int, int] | None:
     """[start, end) of our stack probe routine (linux-x64: LLVM's prologs call it; it belongs
-    to no range, so a view that showed the gaps between ranges as int3 padding hid it). Its size
-    is what the code holds beyond the ranges and their padding (FinalImage.padding leaves it out)."""
+    to no range, so a view that showed the gaps between ranges as int3 padding hid it)."""
     if image.stack_probe is None:
         return None
-    size = image.code_size - sum(r.size for r in image.ranges) - image.padding
-    return image.stack_probe, image.stack_probe + size
+    return image.stack_probe, image.stack_probe + len(STACK_PROBE_CODE)
 
 
 def _decode(md, code: bytes, start: int, end: int):
